@@ -1,0 +1,64 @@
+"""deepvm: which cloud GPU cluster trains fastest for an hourly budget.
+
+The public surface is small; everything else is internal. Names are imported
+lazily so ``import deepvm`` (and the CLI's start-up) stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Catalog",
+    "DeepvmError",
+    "InfeasibleError",
+    "InputError",
+    "Inputs",
+    "Recommendation",
+    "SpeedupModel",
+    "Store",
+    "__version__",
+    "flopp_table",
+    "load_catalog",
+    "recommend",
+    "sweep",
+]
+
+_LAZY = {
+    "Catalog": "deepvm.catalog",
+    "load_catalog": "deepvm.catalog",
+    "DeepvmError": "deepvm.errors",
+    "InfeasibleError": "deepvm.errors",
+    "InputError": "deepvm.errors",
+    "Inputs": "deepvm.planner",
+    "Recommendation": "deepvm.planner",
+    "recommend": "deepvm.planner",
+    "sweep": "deepvm.planner",
+    "SpeedupModel": "deepvm.overhead",
+    "Store": "deepvm.store",
+    "flopp_table": "deepvm.flopp",
+}
+
+if TYPE_CHECKING:
+    from deepvm.catalog import Catalog, load_catalog
+    from deepvm.errors import DeepvmError, InfeasibleError, InputError
+    from deepvm.flopp import flopp_table
+    from deepvm.overhead import SpeedupModel
+    from deepvm.planner import Inputs, Recommendation, recommend, sweep
+    from deepvm.store import Store
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'deepvm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,5 @@
+import sys
+
+from deepvm.cli import main
+
+sys.exit(main())

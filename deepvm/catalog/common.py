@@ -1,0 +1,96 @@
+"""What every catalog source returns: a validated :class:`Catalog`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from deepvm.errors import InputError
+from deepvm.inputs import numeric_column, reject_duplicates, text_column
+
+CATALOG_COLUMNS = (
+    "provider",
+    "region",
+    "instance_type",
+    "quota_group",
+    "vcpus",
+    "memory_gib",
+    "network_gbps",
+    "accelerator_name",
+    "accelerator_count",
+    "ondemand_price",
+    "spot_price",
+)
+# Optional columns and their fill values.
+OPTIONAL_COLUMNS: dict[str, object] = {
+    "accelerator_memory_gib": 0.0,
+    "peak_flops": float("nan"),
+}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Instance types of one provider and region with their specs and prices.
+
+    ``instances`` has the columns of CATALOG_COLUMNS plus accelerator_memory_gib
+    and peak_flops (NaN where unknown); ``spot_price`` is NaN where a type has no
+    spot market. ``snapshot`` labels the prices (recorded with every result).
+    """
+
+    instances: pd.DataFrame
+    snapshot: str
+
+    @property
+    def gpu(self) -> pd.DataFrame:
+        return self.instances[self.instances["accelerator_count"] > 0]
+
+    @property
+    def cpu(self) -> pd.DataFrame:
+        return self.instances[self.instances["accelerator_count"] == 0]
+
+    def __len__(self) -> int:
+        return len(self.instances)
+
+
+def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataFrame:
+    """Check a raw catalog table and return it normalised (types, optional columns)."""
+    what = "catalog"
+    missing = [c for c in CATALOG_COLUMNS if c not in df.columns]
+    if missing:
+        path = df.attrs.get("source_path", "")
+        raise InputError(f"catalog file {path!r} lacks column(s) {', '.join(missing)}")
+    out = df.copy()
+    for column, fill in OPTIONAL_COLUMNS.items():
+        if column not in out.columns:
+            out[column] = fill
+    for column in ("provider", "region", "instance_type", "quota_group"):
+        out[column] = text_column(out, column, what)
+    out["accelerator_name"] = out["accelerator_name"].fillna("").astype(str).str.strip()
+    out["vcpus"] = numeric_column(out, "vcpus", what, strictly_positive=True)
+    out["memory_gib"] = numeric_column(out, "memory_gib", what, strictly_positive=True)
+    out["network_gbps"] = numeric_column(out, "network_gbps", what, strictly_positive=True)
+    out["accelerator_count"] = numeric_column(out, "accelerator_count", what, minimum=0)
+    out["accelerator_memory_gib"] = numeric_column(
+        out, "accelerator_memory_gib", what, minimum=0, allow_missing=True
+    ).fillna(0.0)
+    out["peak_flops"] = numeric_column(
+        out, "peak_flops", what, strictly_positive=True, allow_missing=True
+    )
+    out["ondemand_price"] = numeric_column(out, "ondemand_price", what, strictly_positive=True)
+    out["spot_price"] = numeric_column(
+        out, "spot_price", what, strictly_positive=True, allow_missing=True
+    )
+    if region is not None:
+        out = out[out["region"] == region]
+        if out.empty:
+            raise InputError(f"catalog has no instance types in region {region!r}")
+    places = out[["provider", "region"]].drop_duplicates()
+    if len(places) > 1:
+        listed = ", ".join(f"{p}/{r}" for p, r in places.itertuples(index=False))
+        raise InputError(
+            f"catalog spans several regions ({listed}); pick one with --region "
+            "(a cluster is planned in one region)"
+        )
+    reject_duplicates(out, ["instance_type"], what)
+    return out.reset_index(drop=True)

@@ -1,0 +1,497 @@
+"""The ``deepvm`` command. Heavy imports (cvxpy, pandas) happen inside the
+subcommands so ``deepvm --help`` starts fast."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from deepvm.errors import DeepvmError
+
+EXIT_BAD_INPUT = 2
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("inputs (CSV or Parquet; default: the shipped data)")
+    g.add_argument(
+        "--catalog",
+        metavar="FILE",
+        help="instance types and prices "
+        "(provider, region, instance_type, quota_group, vcpus, memory_gib, "
+        "network_gbps, accelerator_name, accelerator_count, ondemand_price, spot_price)",
+    )
+    g.add_argument(
+        "--throughput",
+        metavar="FILE",
+        help="measured single-node FLOP/s (instance_type, workload, flops)",
+    )
+    g.add_argument(
+        "--overhead",
+        metavar="FILE",
+        help="speedup models (instance_type, workload, "
+        "model, and a,b,c | p | alpha,beta); '*' matches any",
+    )
+    g.add_argument("--quotas", metavar="FILE", help="vCPU quotas (quota_group, market, vcpus)")
+    g.add_argument("--region", help="plan in this region of a multi-region catalog")
+
+
+def _add_job(p: argparse.ArgumentParser) -> None:
+    from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES
+    from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
+
+    p.add_argument(
+        "--workload",
+        default="resnet50",
+        help="sample workload whose throughput and scaling to plan for "
+        "(default: resnet50; see `deepvm workloads`)",
+    )
+    p.add_argument(
+        "--checkpoint-gb",
+        type=float,
+        metavar="GB",
+        help="checkpoint size C in GB (default: the workload's weights + Adam state)",
+    )
+    p.add_argument(
+        "--checkpoint-versions",
+        type=int,
+        default=DEFAULT_CHECKPOINT_VERSIONS,
+        metavar="K",
+        help="checkpoint versions the remote tier holds (default: 2)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("throughput", "paper"),
+        default="throughput",
+        help="throughput: fastest cluster (ties: cheaper); paper: the DeepVM "
+        "paper's FLOPP x speedup score (default: throughput)",
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=int,
+        default=DEFAULT_MAX_NODES,
+        metavar="N",
+        help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="S",
+        help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deepvm",
+        description="Which GPU cluster to rent for deep-learning training under an hourly "
+        "budget (DeepVM, CCGrid 2024).",
+    )
+    from deepvm import __version__
+
+    parser.add_argument("--version", action="version", version=f"deepvm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    rec = sub.add_parser(
+        "recommend",
+        help="the best clusters for a budget",
+        description="Rank the best clusters for at most BUDGET USD per hour.",
+    )
+    rec.add_argument(
+        "--budget",
+        type=float,
+        required=True,
+        metavar="USD_PER_HOUR",
+        help="the most you pay per hour for the whole cluster",
+    )
+    rec.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help="deepvm (default), deepvm_noscale, cost_first, performance_first, "
+        "on_demand, or all; repeatable",
+    )
+    rec.add_argument(
+        "--top",
+        type=int,
+        default=3,
+        metavar="K",
+        help="distinct configurations per optimised policy (default: 3)",
+    )
+    rec.add_argument(
+        "--store",
+        metavar="URI",
+        help="write the recommendations to this store "
+        "(default: $DEEPVM_STORE if set, else nothing is written)",
+    )
+    rec.add_argument(
+        "--scenario",
+        help="name of this job in the store (default: derived from workload, budget and objective)",
+    )
+    _add_job(rec)
+    _add_inputs(rec)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="every policy over a range of budgets",
+        description="The paper's simulation: every policy at every budget.",
+    )
+    sw.add_argument(
+        "--budgets",
+        required=True,
+        metavar="START:STOP:STEP",
+        help="budgets in USD/h, STOP excluded (e.g. 0:10.1:0.1), or a comma list",
+    )
+    sw.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help="policies to sweep (default: all); repeatable",
+    )
+    sw.add_argument("--out", metavar="FILE.parquet", help="also write the results as Parquet")
+    _add_job(sw)
+    _add_inputs(sw)
+
+    cat = sub.add_parser("catalog", help="list instance types and prices")
+    cat.add_argument("--kind", choices=("all", "gpu", "cpu"), default="all")
+    cat.add_argument("--match", metavar="TEXT", help="instance types whose name contains TEXT")
+    cat.add_argument("--max-price", type=float, metavar="USD", help="on-demand price at most this")
+    cat.add_argument("--json", action="store_true", help="print JSON")
+    cat.add_argument("--catalog", metavar="FILE", help="a catalog file instead of the snapshot")
+    cat.add_argument("--region")
+
+    fl = sub.add_parser("flopp", help="FLOP per dollar per instance type and market")
+    fl.add_argument("--workload", default="resnet50")
+    fl.add_argument("--market", choices=("all", "spot", "on_demand"), default="all")
+    fl.add_argument("--json", action="store_true", help="print JSON")
+    fl.add_argument("--store", metavar="URI", help="write the flopp rows to this store")
+    fl.add_argument("--catalog", metavar="FILE")
+    fl.add_argument("--throughput", metavar="FILE")
+    fl.add_argument("--region")
+
+    sub.add_parser("workloads", help="list the sample workloads")
+    return parser
+
+
+# --- output helpers ---------------------------------------------------------------------------
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
+    """A plain aligned text table; ``columns`` are (key, header)."""
+    cells = [[_fmt(r.get(k)) for k, _ in columns] for r in rows]
+    widths = [max([len(h)] + [len(c[n]) for c in cells]) for n, (_, h) in enumerate(columns)]
+    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.3e}"
+    return str(value)
+
+
+def _tflops(x: float) -> str:
+    return f"{x / 1e12:.2f}"
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def _inputs(args: argparse.Namespace) -> Any:
+    from deepvm.planner import Inputs
+
+    return Inputs.load(
+        catalog=args.catalog,
+        throughput=args.throughput,
+        overhead=args.overhead,
+        quotas=args.quotas,
+        region=args.region,
+    )
+
+
+# --- commands --------------------------------------------------------------------------------
+
+REC_JSON_KEYS = (
+    "policy",
+    "rank",
+    "architecture",
+    "worker_type",
+    "n_workers",
+    "n_spot",
+    "n_on_demand",
+    "remote_type",
+    "n_remote",
+    "hourly_cost",
+    "throughput_flops",
+    "objective_value",
+    "overhead_model",
+    "overhead_source",
+    "flops_source",
+)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from deepvm.planner import recommend
+
+    result = recommend(
+        args.budget,
+        workload=args.workload,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        objective=args.objective,
+        policies=args.policy or ["deepvm"],
+        top=args.top,
+        inputs=_inputs(args),
+        max_nodes=args.max_nodes,
+        time_limit_s=args.time_limit,
+    )
+    store_uri = args.store or os.environ.get("DEEPVM_STORE")
+    written = None
+    if store_uri:
+        from deepvm.results import write_recommendations
+
+        written = write_recommendations(result, store_uri, scenario=args.scenario)
+    recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
+    if args.json:
+        _print_json(
+            {
+                "budget": result.budget,
+                "objective": result.objective,
+                "workload": result.workload,
+                "checkpoint_gb": result.checkpoint_gb,
+                "prices_snapshot": result.prices_snapshot,
+                "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
+            }
+        )
+    else:
+        print(
+            f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
+            f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
+            f"{result.prices_snapshot}"
+        )
+        for r in recs:
+            r["cluster"] = _cluster_text(r)
+            r["tflops"] = _tflops(r["throughput_flops"])
+            r["cost"] = f"{r['hourly_cost']:.4f}"
+            r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
+        print(
+            _table(
+                recs,
+                [
+                    ("policy", "policy"),
+                    ("rank", "#"),
+                    ("architecture", "architecture"),
+                    ("cluster", "cluster"),
+                    ("cost", "$/h"),
+                    ("tflops", "TFLOP/s"),
+                    ("flops_source", "F from"),
+                    ("scaling", "scaling model"),
+                ],
+            )
+        )
+        if any(r["flops_source"] == "peak" for r in recs):
+            from deepvm.flopp import PEAK_UTILISATION
+
+            print(
+                f"F from 'peak': no measurement; estimated as {PEAK_UTILISATION:.0%} of the "
+                "accelerators' peak FLOP/s (measure with --throughput FILE)."
+            )
+    if written is not None:
+        print(f"wrote {written}", file=sys.stderr)
+    return 0
+
+
+def _cluster_text(r: dict[str, Any]) -> str:
+    text = f"{r['n_workers']} x {r['worker_type']} ({r['n_spot']} spot, {r['n_on_demand']} od)"
+    if r.get("remote_type"):
+        text += f" + {r['n_remote']} x {r['remote_type']}"
+    return text
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from deepvm.planner import parse_budgets, sweep
+
+    budgets = parse_budgets(args.budgets)
+    if args.out and not args.out.endswith((".parquet", ".pq")):
+        raise DeepvmError(f"--out {args.out!r} must end in .parquet")
+    result = sweep(
+        budgets,
+        workload=args.workload,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        objective=args.objective,
+        policies=args.policy or ["all"],
+        inputs=_inputs(args),
+        max_nodes=args.max_nodes,
+        time_limit_s=args.time_limit,
+    )
+    df = result.results
+    if args.out:
+        from deepvm.results import write_parquet_atomic
+
+        write_parquet_atomic(df, args.out)
+    if args.json:
+        rows = json.loads(df.to_json(orient="records"))
+        _print_json({"budgets": result.budgets, "results": rows})
+        return 0
+    shown = df.copy()
+    shown["tflops"] = shown["throughput_flops"].map(_tflops)
+    shown["normalized"] = shown["normalized"].map(lambda v: f"{v:.3f}")
+    print(
+        _table(
+            shown.to_dict("records"),
+            [
+                ("budget", "budget"),
+                ("policy", "policy"),
+                ("architecture", "architecture"),
+                ("worker_type", "worker"),
+                ("n_workers", "n"),
+                ("remote_type", "remote"),
+                ("n_remote", "m"),
+                ("hourly_cost", "$/h"),
+                ("tflops", "TFLOP/s"),
+                ("normalized", "normalized"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from deepvm.catalog import load_catalog
+
+    catalog = load_catalog(args.catalog, region=args.region)
+    df = {"all": catalog.instances, "gpu": catalog.gpu, "cpu": catalog.cpu}[args.kind]
+    if args.match:
+        df = df[df["instance_type"].str.contains(args.match, regex=False)]
+    if args.max_price is not None:
+        df = df[df["ondemand_price"] <= args.max_price]
+    columns = [
+        "instance_type",
+        "quota_group",
+        "vcpus",
+        "memory_gib",
+        "network_gbps",
+        "accelerator_name",
+        "accelerator_count",
+        "peak_flops",
+        "ondemand_price",
+        "spot_price",
+    ]
+    df = df.sort_values(["accelerator_count", "ondemand_price"])
+    if args.json:
+        _print_json(
+            {
+                "snapshot": catalog.snapshot,
+                "instances": json.loads(df[columns].to_json(orient="records")),
+            }
+        )
+        return 0
+    print(f"{len(df)} instance types ({catalog.snapshot})")
+    print(_table(df[columns].to_dict("records"), [(c, c) for c in columns]))
+    return 0
+
+
+def cmd_flopp(args: argparse.Namespace) -> int:
+    from deepvm.catalog import load_catalog
+    from deepvm.flopp import flopp_table, load_throughput
+    from deepvm.planner.fleet import build_fleet
+    from deepvm.quotas import load_quotas
+
+    catalog = load_catalog(args.catalog, region=args.region)
+    measured = load_throughput(args.throughput) if args.throughput else None
+    build_fleet(catalog, args.workload, quotas=load_quotas(), measured=measured)  # validates
+    df = flopp_table(catalog, args.workload, measured)
+    if args.market != "all":
+        df = df[df["market"] == args.market]
+    if args.store:
+        from deepvm.results import write_flopp
+
+        print(f"wrote {write_flopp(df, args.store, catalog.snapshot)}", file=sys.stderr)
+    if args.json:
+        _print_json({"workload": args.workload, "rows": json.loads(df.to_json(orient="records"))})
+        return 0
+    shown = df.copy()
+    shown["tflops"] = shown["achieved_flops"].map(_tflops)
+    shown["pflop_per_usd"] = shown["flopp"].map(lambda v: f"{v / 1e15:.1f}")
+    print(
+        _table(
+            shown.to_dict("records"),
+            [
+                ("instance_type", "instance_type"),
+                ("market", "market"),
+                ("tflops", "TFLOP/s"),
+                ("usd_per_hour", "$/h"),
+                ("pflop_per_usd", "PFLOP/$"),
+                ("flops_source", "F from"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from deepvm.workloads import WORKLOADS
+
+    rows = [
+        {
+            "name": w.name,
+            "parameters": f"{w.parameters / 1e6:.1f}M",
+            "checkpoint_gb": f"{w.checkpoint_gb:.3f}",
+            "description": w.description,
+        }
+        for w in WORKLOADS.values()
+    ]
+    print(
+        _table(
+            rows,
+            [
+                ("name", "name"),
+                ("parameters", "parameters"),
+                ("checkpoint_gb", "checkpoint GB"),
+                ("description", "description"),
+            ],
+        )
+    )
+    return 0
+
+
+COMMANDS = {
+    "recommend": cmd_recommend,
+    "sweep": cmd_sweep,
+    "catalog": cmd_catalog,
+    "flopp": cmd_flopp,
+    "workloads": cmd_workloads,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except DeepvmError as exc:
+        print(f"deepvm: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `deepvm ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

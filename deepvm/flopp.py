@@ -1,0 +1,87 @@
+"""Single-node throughput per instance type and FLOPP (FLOP per USD).
+
+Throughput F_i of one node on a workload comes from a measurement where there is
+one, else from the accelerators' peak dense FP16/BF16 FLOP/s times
+PEAK_UTILISATION; every value says which (``flops_source``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from deepvm.catalog import Catalog
+from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
+
+# Fraction of peak dense FP16/BF16 FLOP/s that data-parallel training of a
+# mid-size model reaches on one node. Published model-FLOPs-utilisation figures
+# for ResNet/ViT/GPT-2/BERT training sit between 0.3 and 0.5; 0.4 is their middle.
+PEAK_UTILISATION = 0.4
+
+THROUGHPUT_COLUMNS = ("instance_type", "workload", "flops")
+SECONDS_PER_HOUR = 3600.0
+
+
+def load_throughput(path: str | Path) -> pd.DataFrame:
+    """A measured-throughput file: instance_type, workload, flops (FLOP/s of one node)."""
+    df = read_table(path, THROUGHPUT_COLUMNS, "throughput")
+    df["instance_type"] = text_column(df, "instance_type", "throughput")
+    df["workload"] = text_column(df, "workload", "throughput")
+    df["flops"] = numeric_column(df, "flops", "throughput", strictly_positive=True)
+    reject_duplicates(df, ["instance_type", "workload"], "throughput")
+    return df[list(THROUGHPUT_COLUMNS)].reset_index(drop=True)
+
+
+def node_throughput(
+    catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """F_i for every GPU instance type of the catalog on ``workload``.
+
+    Returns instance_type, flops, flops_source (``measured`` or ``peak``); types
+    with neither a measurement nor a peak figure are left out.
+    """
+    gpu = catalog.gpu[["instance_type", "peak_flops"]].copy()
+    gpu["flops"] = gpu["peak_flops"] * PEAK_UTILISATION
+    gpu["flops_source"] = "peak"
+    if measured is not None and not measured.empty:
+        mine = measured[measured["workload"] == workload].set_index("instance_type")["flops"]
+        hit = gpu["instance_type"].isin(mine.index)
+        gpu.loc[hit, "flops"] = gpu.loc[hit, "instance_type"].map(mine).to_numpy()
+        gpu.loc[hit, "flops_source"] = "measured"
+    gpu = gpu[np.isfinite(gpu["flops"]) & (gpu["flops"] > 0)]
+    return gpu[["instance_type", "flops", "flops_source"]].reset_index(drop=True)
+
+
+def flopp_table(
+    catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """FLOPP = 3600 * F_i / price per market, long format, best first.
+
+    Columns: instance_type, workload, market, achieved_flops, usd_per_hour,
+    flopp, flops_source.
+    """
+    f = node_throughput(catalog, workload, measured)
+    prices = catalog.instances.set_index("instance_type")
+    rows = []
+    for market, column in (("spot", "spot_price"), ("on_demand", "ondemand_price")):
+        part = f.copy()
+        part["market"] = market
+        part["usd_per_hour"] = part["instance_type"].map(prices[column]).to_numpy()
+        rows.append(part[part["usd_per_hour"].notna()])
+    out = pd.concat(rows, ignore_index=True)
+    out["workload"] = workload
+    out = out.rename(columns={"flops": "achieved_flops"})
+    out["flopp"] = SECONDS_PER_HOUR * out["achieved_flops"] / out["usd_per_hour"]
+    out = out.sort_values(["flopp", "instance_type"], ascending=[False, True])
+    columns = [
+        "instance_type",
+        "workload",
+        "market",
+        "achieved_flops",
+        "usd_per_hour",
+        "flopp",
+        "flops_source",
+    ]
+    return out[columns].reset_index(drop=True)

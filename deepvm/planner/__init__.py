@@ -1,0 +1,27 @@
+"""Architecture-level analysis: candidates, the MILP, policies (DESIGN §4)."""
+
+from deepvm.planner.api import (
+    Inputs,
+    RecommendResult,
+    SweepResult,
+    parse_budgets,
+    recommend,
+    sweep,
+)
+from deepvm.planner.candidates import ARCHITECTURES, Config, Job
+from deepvm.planner.policies import POLICIES, Planner, Recommendation
+
+__all__ = [
+    "ARCHITECTURES",
+    "POLICIES",
+    "Config",
+    "Inputs",
+    "Job",
+    "Planner",
+    "RecommendResult",
+    "Recommendation",
+    "SweepResult",
+    "parse_budgets",
+    "recommend",
+    "sweep",
+]

@@ -1,0 +1,243 @@
+"""The planner's public entry points: :func:`recommend` and :func:`sweep`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from deepvm.catalog import Catalog, load_catalog
+from deepvm.errors import InputError
+from deepvm.flopp import load_throughput
+from deepvm.overhead import SaturationModel, load_overhead_table, shipped_overhead_table
+from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES, Job
+from deepvm.planner.fleet import Fleet, build_fleet
+from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
+from deepvm.planner.objectives import DEFAULT_OBJECTIVE
+from deepvm.planner.policies import (
+    Planner,
+    Recommendation,
+    check_policies,
+    infeasible_budget_error,
+)
+from deepvm.quotas import Quotas, load_quotas
+from deepvm.workloads import DEFAULT_WORKLOAD, WORKLOADS
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the planner reads, loaded and validated."""
+
+    catalog: Catalog
+    quotas: Quotas
+    measured: pd.DataFrame | None = None
+    overhead_tables: tuple[pd.DataFrame, ...] = ()
+    saturation: SaturationModel = field(default_factory=SaturationModel)
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        catalog: str | Path | None = None,
+        throughput: str | Path | None = None,
+        overhead: str | Path | None = None,
+        quotas: str | Path | None = None,
+        region: str | None = None,
+    ) -> Inputs:
+        """Read the input files (None: the shipped data). User overhead rows take
+        precedence over the shipped defaults."""
+        tables = [load_overhead_table(overhead)] if overhead is not None else []
+        tables.append(shipped_overhead_table())
+        return cls(
+            catalog=load_catalog(catalog, region=region),
+            quotas=load_quotas(quotas),
+            measured=load_throughput(throughput) if throughput is not None else None,
+            overhead_tables=tuple(tables),
+        )
+
+    def fleet(self, workload: str) -> Fleet:
+        return build_fleet(
+            self.catalog,
+            workload,
+            quotas=self.quotas,
+            measured=self.measured,
+            overhead_tables=self.overhead_tables,
+            saturation=self.saturation,
+        )
+
+
+def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:
+    if checkpoint_gb is None:
+        checkpoint_gb = WORKLOADS[workload].checkpoint_gb if workload in WORKLOADS else 1.0
+    if not math.isfinite(checkpoint_gb) or checkpoint_gb < 0:
+        raise InputError(f"--checkpoint-gb {checkpoint_gb:g} must be a number >= 0")
+    if versions < 1:
+        raise InputError(f"checkpoint versions {versions} must be >= 1")
+    return Job(workload, float(checkpoint_gb), versions)
+
+
+def _check_budget(budget: float, name: str = "--budget") -> float:
+    if not math.isfinite(budget) or budget <= 0:
+        raise InputError(f"{name} {budget:g} must be a positive number of USD per hour")
+    return float(budget)
+
+
+@dataclass(frozen=True)
+class RecommendResult:
+    budget: float
+    objective: str
+    workload: str
+    checkpoint_gb: float
+    prices_snapshot: str
+    recommendations: list[Recommendation]
+
+
+def recommend(
+    budget: float,
+    *,
+    workload: str = DEFAULT_WORKLOAD,
+    checkpoint_gb: float | None = None,
+    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS,
+    objective: str = DEFAULT_OBJECTIVE,
+    policies: Sequence[str] = ("deepvm",),
+    top: int = 3,
+    inputs: Inputs | None = None,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> RecommendResult:
+    """The best clusters for ``budget`` USD/h, ranked, per policy.
+
+    Raises InfeasibleError (naming the cheapest feasible cluster) when the
+    ``deepvm`` policy, or every requested policy, finds nothing within budget.
+    """
+    budget = _check_budget(budget)
+    if top < 1:
+        raise InputError(f"--top {top} must be >= 1")
+    chosen = check_policies(policies)
+    inputs = inputs or Inputs.load()
+    fleet = inputs.fleet(workload)
+    job = make_job(workload, checkpoint_gb, checkpoint_versions)
+    planner = Planner(
+        fleet,
+        job,
+        objective=objective,
+        budget_cap=budget,
+        max_nodes=max_nodes,
+        time_limit_s=time_limit_s,
+    )
+    recs = planner.recommend(budget, chosen, top)
+    if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
+        raise infeasible_budget_error(fleet, job, budget, max_nodes)
+    return RecommendResult(budget, objective, workload, job.checkpoint_gb, fleet.snapshot, recs)
+
+
+def parse_budgets(spec: str) -> list[float]:
+    """``START:STOP:STEP`` (STOP excluded, as Python's range) or a comma list."""
+    try:
+        if ":" in spec:
+            start, stop, step = (float(v) for v in spec.split(":"))
+            if step <= 0 or stop <= start:
+                raise ValueError
+            count = math.ceil((stop - start) / step - 1e-9)
+            values = [round(start + k * step, 10) for k in range(count)]
+        else:
+            values = [float(v) for v in spec.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(
+            f"--budgets {spec!r} must be START:STOP:STEP with STOP > START and STEP > 0, "
+            "or a comma-separated list"
+        ) from None
+    values = [v for v in values if v > 0]
+    if not values:
+        raise InputError(f"--budgets {spec!r} has no positive budget")
+    return values
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    budgets: list[float]
+    objective: str
+    workload: str
+    results: pd.DataFrame  # one row per (budget, policy) with a cluster
+
+
+SWEEP_COLUMNS = [
+    "budget",
+    "policy",
+    "architecture",
+    "worker_type",
+    "n_workers",
+    "n_remote",
+    "remote_type",
+    "hourly_cost",
+    "throughput_flops",
+    "normalized",
+]
+
+
+def sweep(
+    budgets: Sequence[float],
+    *,
+    workload: str = DEFAULT_WORKLOAD,
+    checkpoint_gb: float | None = None,
+    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS,
+    objective: str = DEFAULT_OBJECTIVE,
+    policies: Sequence[str] = ("all",),
+    inputs: Inputs | None = None,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> SweepResult:
+    """Every policy at every budget (the paper's simulation). ``normalized`` is
+    throughput over the ``deepvm`` policy's throughput at the largest budget."""
+    budgets = sorted({_check_budget(b, "budget") for b in budgets})
+    if not budgets:
+        raise InputError("sweep needs at least one budget")
+    chosen = check_policies(policies)
+    inputs = inputs or Inputs.load()
+    fleet = inputs.fleet(workload)
+    job = make_job(workload, checkpoint_gb, checkpoint_versions)
+    planner = Planner(
+        fleet,
+        job,
+        objective=objective,
+        budget_cap=max(budgets),
+        max_nodes=max_nodes,
+        time_limit_s=time_limit_s,
+    )
+    rows = []
+    for policy in chosen:
+        for budget, config in planner.sweep_policy(policy, budgets).items():
+            if config is None:
+                continue
+            rec = planner.describe(policy, 1, config, "", 0.0)
+            rows.append(
+                {
+                    "budget": budget,
+                    "policy": policy,
+                    "architecture": rec.architecture,
+                    "worker_type": rec.worker_type,
+                    "n_workers": rec.n_workers,
+                    "n_remote": rec.n_remote,
+                    "remote_type": rec.remote_type,
+                    "hourly_cost": rec.hourly_cost,
+                    "throughput_flops": rec.throughput_flops,
+                }
+            )
+    df = pd.DataFrame(rows, columns=SWEEP_COLUMNS[:-1])
+    top = max(budgets)
+    reference = df[(df["policy"] == "deepvm") & (df["budget"] == top)]["throughput_flops"]
+    if reference.empty:  # deepvm not swept: solve it at the top budget for the reference
+        found = planner.optimise("deepvm", top, 1)
+        ref = (
+            planner.describe("deepvm", 1, found[0][0], "", 0.0).throughput_flops
+            if found
+            else float("nan")
+        )
+    else:
+        ref = float(reference.iloc[0])
+    df["normalized"] = df["throughput_flops"] / ref
+    df = df.sort_values(["policy", "budget"], kind="stable").reset_index(drop=True)
+    return SweepResult(budgets, objective, workload, df[SWEEP_COLUMNS])

@@ -1,0 +1,94 @@
+"""A plain-Python exhaustive enumerator of the same model, over (i, n, j, m).
+
+It is the reference the MILP is tested and benchmarked against: slow, obvious,
+and sharing nothing with the MILP but the inputs and the model's definitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from deepvm.planner.candidates import (
+    ARCHITECTURES,
+    BUDGET_RTOL,
+    DEFAULT_MAX_NODES,
+    ON_DEMAND,
+    SINGLE_ANCHOR,
+    TIERING,
+    Config,
+    Job,
+)
+from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet
+from deepvm.planner.milp import SCORE_RTOL
+
+
+def enumerate_feasible(
+    fleet: Fleet,
+    job: Job,
+    budget: float,
+    *,
+    architectures: Iterable[str] = ARCHITECTURES,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> list[tuple[Config, float]]:
+    """Every feasible configuration with its hourly cost; for Tiering every
+    (j, m), not only the cheapest."""
+    archs = set(architectures)
+    q = fleet.quotas
+    limit = budget * (1 + BUDGET_RTOL) + 1e-12
+    out: list[tuple[Config, float]] = []
+    for i in range(len(fleet.gpu_types)):
+        spot = float(fleet.gpu_spot[i])
+        od = float(fleet.gpu_ondemand[i])
+        c = float(fleet.gpu_vcpus[i])
+        g = fleet.gpu_group[i]
+        has_spot = not math.isnan(spot)
+        for n in range(1, max_nodes + 1):
+            if SINGLE_ANCHOR in archs and has_spot and n >= 2:
+                cost = od + (n - 1) * spot
+                if (
+                    cost <= limit
+                    and (n - 1) * c <= q.limit(g, "spot")
+                    and c <= q.limit(g, "on_demand")
+                ):
+                    out.append((Config(SINGLE_ANCHOR, i, n), cost))
+            if ON_DEMAND in archs:
+                cost = n * od
+                if cost <= limit and n * c <= q.limit(g, "on_demand"):
+                    out.append((Config(ON_DEMAND, i, n), cost))
+            if TIERING in archs and has_spot and n * c <= q.limit(g, "spot"):
+                for j in range(len(fleet.cpu_types)):
+                    nsat = int(fleet.saturation(min(fleet.gpu_gbps[i], fleet.cpu_gbps[j])))
+                    mem = REMOTE_MEMORY_FRACTION * float(fleet.cpu_memory_gb[j])
+                    price = float(fleet.cpu_ondemand[j])
+                    cj = float(fleet.cpu_vcpus[j])
+                    m = 1
+                    while True:
+                        cost = n * spot + m * price
+                        if cost > limit or m * cj > q.limit(fleet.cpu_group[j], "on_demand"):
+                            break
+                        if n <= nsat * m and m * mem >= job.remote_memory_needed_gb:
+                            out.append((Config(TIERING, i, n, j, m), cost))
+                        m += 1
+    return out
+
+
+def best_configs(
+    scored: list[tuple[Config, float, float]], top: int = 1
+) -> list[tuple[Config, float, float]]:
+    """From (config, cost, score) triples: the ``top`` best distinct configurations,
+    best score first, ties (within the planner's SCORE_RTOL) to the cheaper."""
+    cheapest: dict[tuple[str, int, int], tuple[Config, float, float]] = {}
+    for config, cost, score in scored:
+        key = config.key()
+        if key not in cheapest or cost < cheapest[key][1]:
+            cheapest[key] = (config, cost, score)
+    remaining = list(cheapest.values())
+    chosen: list[tuple[Config, float, float]] = []
+    while remaining and len(chosen) < top:
+        best = max(s for _, _, s in remaining)
+        tied = [r for r in remaining if r[2] >= best - SCORE_RTOL * max(abs(best), 1e-300)]
+        pick = min(tied, key=lambda r: r[1])
+        chosen.append(pick)
+        remaining.remove(pick)
+    return chosen

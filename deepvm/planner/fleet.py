@@ -1,0 +1,116 @@
+"""The planner's view of the inputs: per-instance-type facts as arrays, resolved
+for one workload (throughput, speedup model) — DESIGN §4.1."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from deepvm.catalog import Catalog
+from deepvm.errors import InputError, UnknownWorkloadError
+from deepvm.flopp import node_throughput
+from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
+from deepvm.quotas import Quotas
+from deepvm.workloads import WORKLOADS
+
+GIB_TO_GB = 1.073741824
+# Remote nodes may fill this fraction of their memory with checkpoints (DESIGN §4.3).
+REMOTE_MEMORY_FRACTION = 0.8
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """GPU worker candidates (index i) and CPU remote candidates (index j)."""
+
+    gpu_types: tuple[str, ...]
+    gpu_spot: FloatArray  # USD/h, NaN = no spot market
+    gpu_ondemand: FloatArray
+    gpu_vcpus: FloatArray
+    gpu_gbps: FloatArray
+    gpu_group: tuple[str, ...]
+    gpu_flops: FloatArray  # F_i, FLOP/s of one node on the workload
+    gpu_flops_source: tuple[str, ...]
+    gpu_models: tuple[SpeedupModel, ...]
+    cpu_types: tuple[str, ...]
+    cpu_ondemand: FloatArray
+    cpu_memory_gb: FloatArray
+    cpu_vcpus: FloatArray
+    cpu_gbps: FloatArray
+    cpu_group: tuple[str, ...]
+    quotas: Quotas
+    saturation: SaturationModel
+    workload: str
+    snapshot: str
+
+    def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
+        return self.gpu_models[i](n)
+
+    def with_prices(
+        self, gpu_spot: FloatArray, gpu_ondemand: FloatArray, cpu_ondemand: FloatArray
+    ) -> Fleet:
+        from dataclasses import replace
+
+        return replace(
+            self, gpu_spot=gpu_spot, gpu_ondemand=gpu_ondemand, cpu_ondemand=cpu_ondemand
+        )
+
+
+def build_fleet(
+    catalog: Catalog,
+    workload: str,
+    *,
+    quotas: Quotas,
+    measured: pd.DataFrame | None = None,
+    overhead_tables: Sequence[pd.DataFrame] = (),
+    saturation: SaturationModel | None = None,
+) -> Fleet:
+    """Resolve throughput and speedup models for ``workload``; raise on unknown workloads."""
+    known = set(WORKLOADS)
+    if measured is not None:
+        known |= set(measured["workload"])
+    for table in overhead_tables:
+        known |= set(table["workload"]) - {"*"}
+    if workload not in known:
+        raise UnknownWorkloadError(
+            f"unknown workload {workload!r}; known: {', '.join(sorted(known))} "
+            "(or give its throughput with --throughput FILE)"
+        )
+    f = node_throughput(catalog, workload, measured)
+    if f.empty:
+        raise InputError(
+            "no GPU instance type in the catalog has a throughput: give peak_flops "
+            "in the catalog or measurements with --throughput FILE"
+        )
+    inst = catalog.instances.set_index("instance_type")
+    g = inst.loc[f["instance_type"]]
+    c = catalog.cpu
+    types = tuple(f["instance_type"])
+    models = resolve_models(types, workload, overhead_tables)
+    return Fleet(
+        gpu_types=types,
+        gpu_spot=g["spot_price"].to_numpy(float),
+        gpu_ondemand=g["ondemand_price"].to_numpy(float),
+        gpu_vcpus=g["vcpus"].to_numpy(float),
+        gpu_gbps=g["network_gbps"].to_numpy(float),
+        gpu_group=tuple(g["quota_group"]),
+        gpu_flops=f["flops"].to_numpy(float),
+        gpu_flops_source=tuple(f["flops_source"]),
+        gpu_models=tuple(models[t] for t in types),
+        cpu_types=tuple(c["instance_type"]),
+        cpu_ondemand=c["ondemand_price"].to_numpy(float),
+        cpu_memory_gb=c["memory_gib"].to_numpy(float) * GIB_TO_GB,
+        cpu_vcpus=c["vcpus"].to_numpy(float),
+        cpu_gbps=c["network_gbps"].to_numpy(float),
+        cpu_group=tuple(c["quota_group"]),
+        quotas=quotas,
+        saturation=saturation or SaturationModel(),
+        workload=workload,
+        snapshot=catalog.snapshot,
+    )

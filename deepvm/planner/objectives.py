@@ -1,0 +1,50 @@
+"""What the planner maximises (DESIGN §4.4), as one score per candidate.
+
+* ``throughput``: F_i * s_i(n), FLOP/s of the cluster.
+* ``paper``: the DeepVM paper's score FLOPP_i * s_i(n), FLOPP_i = 3600 F_i / p_i
+  (FLOP per USD) with p_i the spot price (Single Anchor, Tiering) or, for
+  On-Demand clusters, the on-demand price.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deepvm.errors import InputError
+from deepvm.flopp import SECONDS_PER_HOUR
+from deepvm.planner.candidates import ON_DEMAND, Candidates, Config, throughput
+from deepvm.planner.fleet import Fleet, FloatArray
+
+OBJECTIVES = ("throughput", "paper")
+DEFAULT_OBJECTIVE = "throughput"
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def candidate_scores(
+    fleet: Fleet, candidates: Candidates, objective: str, *, linear_scaling: bool = False
+) -> FloatArray:
+    """The objective of every candidate; ``linear_scaling`` plans with s(n) = n."""
+    i = candidates.worker
+    s = candidates.n.astype(float) if linear_scaling else candidates.speedup
+    flops = fleet.gpu_flops[i] * s
+    if objective == "throughput":
+        return flops
+    od = candidates.arch_mask(ON_DEMAND)
+    price = np.where(od, fleet.gpu_ondemand[i], fleet.gpu_spot[i])
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(SECONDS_PER_HOUR * flops / price, nan=0.0)
+
+
+def config_objective(fleet: Fleet, config: Config, objective: str) -> float:
+    """The objective of one configuration with the fleet's (selected) speedup model."""
+    flops = throughput(fleet, config)
+    if objective == "throughput":
+        return flops
+    i = config.worker
+    price = fleet.gpu_ondemand[i] if config.architecture == ON_DEMAND else fleet.gpu_spot[i]
+    return float(SECONDS_PER_HOUR * flops / price)

@@ -1,0 +1,258 @@
+"""The five policies of DESIGN §4.5, one job's recommendation and budget sweeps."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from deepvm.errors import InfeasibleError, InputError, SolverError
+from deepvm.planner.candidates import (
+    ARCHITECTURES,
+    DEFAULT_MAX_NODES,
+    ON_DEMAND,
+    SINGLE_ANCHOR,
+    TIERING,
+    Candidates,
+    Config,
+    Job,
+    build_candidates,
+    hourly_cost,
+    node_limits,
+    throughput,
+)
+from deepvm.planner.fleet import Fleet
+from deepvm.planner.milp import (
+    DEFAULT_TIME_LIMIT_S,
+    INFEASIBLE,
+    LIMIT_NO_INCUMBENT,
+    LIMIT_WITH_INCUMBENT,
+    OPTIMAL,
+    ClusterMILP,
+    SolveOutcome,
+)
+from deepvm.planner.objectives import candidate_scores, check_objective, config_objective
+
+POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
+OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
+SOLVER_NAME = "cvxpy/HIGHS"
+BASELINE_SOLVER = "rule"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One ranked cluster of one policy, with everything needed to act on it."""
+
+    policy: str
+    rank: int
+    architecture: str
+    worker_type: str
+    n_workers: int
+    n_spot: int
+    n_on_demand: int
+    remote_type: str | None
+    n_remote: int
+    hourly_cost: float
+    throughput_flops: float
+    objective_value: float
+    overhead_model: str
+    overhead_source: str
+    flops_source: str
+    status: str
+    solver: str
+    solve_s: float
+
+    def as_dict(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def check_policies(policies: Sequence[str]) -> tuple[str, ...]:
+    chosen = POLICIES if "all" in policies else tuple(policies)
+    unknown = [p for p in chosen if p not in POLICIES]
+    if unknown:
+        raise InputError(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, all")
+    return chosen
+
+
+def _architectures(policy: str, objective: str) -> tuple[str, ...]:
+    if policy == "on_demand":
+        return (ON_DEMAND,)
+    if objective == "paper":  # the paper's score is defined over its two architectures
+        return (SINGLE_ANCHOR, TIERING)
+    return ARCHITECTURES
+
+
+class Planner:
+    """Solves one job for many budgets and policies with one compiled MILP."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        job: Job,
+        *,
+        objective: str = "throughput",
+        budget_cap: float | None = None,
+        max_nodes: int = DEFAULT_MAX_NODES,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    ) -> None:
+        self.fleet, self.job = fleet, job
+        self.objective = check_objective(objective)
+        self.max_nodes = max_nodes
+        self.candidates: Candidates = build_candidates(
+            fleet, max_nodes=max_nodes, budget_cap=budget_cap
+        )
+        self.milp = ClusterMILP(
+            fleet, job, self.candidates, budget_cap=budget_cap, time_limit_s=time_limit_s
+        )
+        self._scores = {
+            linear: candidate_scores(fleet, self.candidates, self.objective, linear_scaling=linear)
+            for linear in (False, True)
+        }
+
+    # -- one policy, one budget ---------------------------------------------
+
+    def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:
+        """Top-``top`` distinct configurations of an optimised policy, with solve seconds.
+        Raises SolverError when the solver stops without a verified optimum."""
+        allowed = self.candidates.arch_mask(*_architectures(policy, self.objective)).astype(float)
+        scores = self._scores[policy == "deepvm_noscale"]
+        found: list[tuple[Config, float]] = []
+        while len(found) < top:
+            outcome = self.milp.solve(scores, budget, allowed)
+            if outcome.status == INFEASIBLE:
+                break
+            if outcome.status != OPTIMAL or outcome.config is None:
+                raise SolverError(_solver_message(outcome))
+            found.append((outcome.config, outcome.solve_s))
+            allowed[self.milp.candidate_index(outcome.config)] = 0.0
+        return found
+
+    def baseline(self, policy: str, budget: float) -> Config | None:
+        """cost_first / performance_first: Single Anchor on one GPU type with as
+        many nodes as the budget and quotas allow (DESIGN §4.5)."""
+        f = self.fleet
+        limit = node_limits(f, self.max_nodes)[SINGLE_ANCHOR]
+        best: tuple[tuple[float, ...], Config] | None = None
+        for i in range(len(f.gpu_types)):
+            if limit[i] < 2 or not math.isfinite(f.gpu_spot[i]):
+                continue
+            affordable = math.floor((budget - f.gpu_ondemand[i]) / f.gpu_spot[i] + 1e-9) + 1
+            n = min(int(limit[i]), affordable)
+            if n < 2:
+                continue
+            config = Config(SINGLE_ANCHOR, i, n)
+            cost = hourly_cost(f, config)
+            flops = float(f.gpu_flops[i])
+            rank = (n, flops, -cost) if policy == "cost_first" else (flops, n, -cost)
+            if best is None or rank > best[0]:
+                best = (rank, config)
+        return None if best is None else best[1]
+
+    def recommend(self, budget: float, policies: Sequence[str], top: int) -> list[Recommendation]:
+        out: list[Recommendation] = []
+        for policy in policies:
+            if policy in OPTIMISED_POLICIES:
+                for rank, (config, solve_s) in enumerate(self.optimise(policy, budget, top), 1):
+                    out.append(self.describe(policy, rank, config, SOLVER_NAME, solve_s))
+            else:
+                picked = self.baseline(policy, budget)
+                if picked is not None:
+                    out.append(self.describe(policy, 1, picked, BASELINE_SOLVER, 0.0))
+        return out
+
+    def describe(
+        self, policy: str, rank: int, config: Config, solver: str, solve_s: float
+    ) -> Recommendation:
+        f = self.fleet
+        i = config.worker
+        model = f.gpu_models[i]
+        return Recommendation(
+            policy=policy,
+            rank=rank,
+            architecture=config.architecture,
+            worker_type=f.gpu_types[i],
+            n_workers=config.n_workers,
+            n_spot=config.n_spot,
+            n_on_demand=config.n_on_demand,
+            remote_type=None if config.remote is None else f.cpu_types[config.remote],
+            n_remote=config.n_remote,
+            hourly_cost=round(hourly_cost(f, config), 10),
+            throughput_flops=throughput(f, config),
+            objective_value=config_objective(f, config, self.objective),
+            overhead_model=model.describe(),
+            overhead_source=model.source,
+            flops_source=f.gpu_flops_source[i],
+            status=OPTIMAL,
+            solver=solver,
+            solve_s=solve_s,
+        )
+
+    # -- sweeps ---------------------------------------------------------------
+
+    def sweep_policy(self, policy: str, budgets: Sequence[float]) -> dict[float, Config | None]:
+        """The best configuration at every budget. For optimised policies the
+        optimum at budget B, of cost c, stays optimal for every budget in [c, B]
+        (the feasible set shrinks but keeps it), so one solve covers that range."""
+        result: dict[float, Config | None] = {}
+        if policy not in OPTIMISED_POLICIES:
+            return {b: self.baseline(policy, b) for b in budgets}
+        pending = sorted(set(budgets), reverse=True)
+        while pending:
+            budget = pending[0]
+            found = self.optimise(policy, budget, 1)
+            if not found:
+                result.update(dict.fromkeys(pending))
+                break
+            config = found[0][0]
+            cost = hourly_cost(self.fleet, config)
+            covered = [b for b in pending if b >= cost * (1 - 1e-12)]
+            result.update(dict.fromkeys(covered, config))
+            pending = [b for b in pending if b < cost * (1 - 1e-12)]
+        return result
+
+
+def _solver_message(outcome: SolveOutcome) -> str:
+    if outcome.status == LIMIT_WITH_INCUMBENT:
+        return (
+            "the solver hit its time limit before proving an optimum (it had a feasible "
+            "cluster); raise --time-limit or shrink the catalog"
+        )
+    if outcome.status == LIMIT_NO_INCUMBENT:
+        return (
+            "the solver hit its time limit without finding any cluster; raise --time-limit "
+            "or shrink the catalog"
+        )
+    return f"the solver failed: {outcome.message or outcome.status}"
+
+
+def cheapest_cluster(fleet: Fleet, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
+    """The cheapest feasible cluster of any architecture at any price: what the
+    budget must at least be."""
+    planner = Planner(fleet, job, max_nodes=max_nodes)
+    if len(planner.candidates) == 0:
+        return None
+    ones = np.ones(len(planner.candidates))  # equal scores: the tie-break picks the cheapest
+    outcome = planner.milp.solve(ones, budget=1e12)
+    return outcome.config if outcome.status == OPTIMAL else None
+
+
+def infeasible_budget_error(
+    fleet: Fleet, job: Job, budget: float, max_nodes: int = DEFAULT_MAX_NODES
+) -> InfeasibleError:
+    cheapest = cheapest_cluster(fleet, job, max_nodes)
+    if cheapest is None:
+        return InfeasibleError(
+            "no cluster is feasible at any budget: check quotas and the checkpoint size"
+        )
+    cost = hourly_cost(fleet, cheapest)
+    what = f"{cheapest.n_workers} x {fleet.gpu_types[cheapest.worker]} ({cheapest.architecture}"
+    if cheapest.remote is not None:
+        what += f" + {cheapest.n_remote} x {fleet.cpu_types[cheapest.remote]}"
+    return InfeasibleError(
+        f"budget ${budget:g}/h is below the cheapest feasible cluster: {what}) "
+        f"at ${cost:.4f}/h; raise --budget to at least {math.ceil(cost * 100) / 100:.2f}"
+    )

@@ -1,0 +1,83 @@
+"""Planner results as store rows (DESIGN §3 ``recommendations`` and ``flopp``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+from deepvm.planner.api import RecommendResult
+from deepvm.store import Store
+
+
+def today_utc() -> str:
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def default_scenario(result: RecommendResult) -> str:
+    return f"{result.workload}-{result.objective}-b{result.budget:g}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "scenario"
+
+
+def recommendations_frame(
+    result: RecommendResult, *, scenario: str, run_id: str, created_at: dt.datetime
+) -> pd.DataFrame:
+    rows = [r.as_dict() for r in result.recommendations]
+    df = pd.DataFrame(rows)
+    df["run_id"] = run_id
+    df["created_at"] = pd.Timestamp(created_at)
+    df["scenario"] = scenario
+    df["workload"] = result.workload
+    df["objective"] = result.objective
+    df["budget"] = result.budget
+    df["checkpoint_gb"] = result.checkpoint_gb
+    df["prices_snapshot"] = result.prices_snapshot
+    return df
+
+
+def write_recommendations(
+    result: RecommendResult,
+    store_uri: str | os.PathLike[str],
+    *,
+    scenario: str | None = None,
+    snapshot_date: str | None = None,
+) -> Path:
+    """Write one recommend run as ``recommendations/snapshot_date=D/part-<scenario>``;
+    the same scenario on the same date replaces its rows, others stay."""
+    name = _safe(scenario or default_scenario(result))
+    now = dt.datetime.now(dt.UTC)
+    df = recommendations_frame(result, scenario=name, run_id=uuid.uuid4().hex, created_at=now)
+    store = Store.open(store_uri)
+    return store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
+
+
+def write_flopp(
+    df: pd.DataFrame,
+    store_uri: str | os.PathLike[str],
+    snapshot: str,
+    snapshot_date: str | None = None,
+) -> Path:
+    workload = _safe(str(df["workload"].iloc[0])) if len(df) else "empty"
+    return Store.open(store_uri).write(
+        "flopp", df, partition=snapshot_date or today_utc(), name=workload
+    )
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write a single Parquet file atomically (temporary name in the same folder)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

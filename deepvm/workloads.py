@@ -1,0 +1,49 @@
+"""The registry of sample workloads: names and the facts the planner needs.
+
+The model builders (PyTorch, heavy) live in :mod:`deepvm.bench`; this module is
+light so the planner and the CLI can validate ``--workload`` without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deepvm.errors import UnknownWorkloadError
+
+# Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
+CHECKPOINT_BYTES_PER_PARAM = 12
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    parameters: int
+
+    @property
+    def checkpoint_gb(self) -> float:
+        """Default checkpoint size in GB (weights + optimizer state)."""
+        return self.parameters * CHECKPOINT_BYTES_PER_PARAM / 1e9
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("resnet18", "ResNet-18, 224x224 images", 11_689_512),
+        Workload("resnet50", "ResNet-50, 224x224 images", 25_557_032),
+        Workload("vit-b16", "ViT-B/16, 224x224 images", 86_567_656),
+        Workload("gpt2", "GPT-2 small (124M), sequence 512", 124_439_808),
+        Workload("bert-base", "BERT-base, sequence 128", 109_482_240),
+        Workload("tiny", "a two-layer MLP for tests", 8_578),
+    )
+}
+
+DEFAULT_WORKLOAD = "resnet50"
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        known = ", ".join(sorted(WORKLOADS))
+        raise UnknownWorkloadError(f"unknown workload {name!r}; known: {known}") from None
