@@ -97,7 +97,7 @@ def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[st
     if arch not in ARCHITECTURES:
         return [f"unknown architecture {arch!r}"]
     if arch in (SINGLE_ANCHOR, TIERING) and not np.isfinite(fleet.gpu_spot[i]):
-        broken.append("worker type has no spot price")
+        return ["worker type has no spot price"]
     if arch == SINGLE_ANCHOR:
         if n < 2:
             broken.append("single anchor needs n >= 2")

@@ -1,0 +1,152 @@
+"""The MILP's optimum equals exhaustive enumeration on many random small catalogs."""
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import cpu_row, gpu_row, job, make_fleet
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deepvm.planner.candidates import ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING, Config
+from deepvm.planner.exhaustive import best_configs, enumerate_feasible
+from deepvm.planner.policies import Planner
+
+MAX_NODES = 10
+price = st.integers(min_value=50, max_value=30000).map(lambda c: c / 10000)  # $0.005-$3
+gbps = st.sampled_from([0.3, 1.7, 5, 10, 12.5, 25, 50])
+model_rows = st.one_of(
+    st.builds(lambda p: {"model": "amdahl", "p": p}, st.floats(0.5, 1.0)),
+    st.builds(
+        lambda a, b, c: {"model": "deepvm", "a": a, "b": b, "c": c},
+        st.floats(0.05, 1.5),
+        st.floats(1.0, 12.0),
+        st.floats(1.0, 12.0),
+    ),
+    st.builds(
+        lambda a, b, c: {"model": "logistic", "a": a, "b": b, "c": c},
+        st.floats(0.05, 1.5),
+        st.floats(1.0, 12.0),
+        st.floats(1.0, 12.0),
+    ),
+    st.builds(
+        lambda al, be: {"model": "usl", "alpha": al, "beta": be},
+        st.floats(0, 0.3),
+        st.floats(0, 0.05),
+    ),
+    st.just({"model": "linear"}),
+)
+
+
+@st.composite
+def scenarios(draw):
+    n_gpu = draw(st.integers(1, 3))
+    n_cpu = draw(st.integers(0, 3))
+    rows, models = [], []
+    for i in range(n_gpu):
+        od = draw(price)
+        spot = draw(
+            st.one_of(st.none(), st.integers(10, 100).map(lambda p, od=od: round(od * p / 100, 4)))
+        )
+        rows.append(
+            gpu_row(
+                f"g{i}",
+                od,
+                spot if spot else None,
+                vcpus=draw(st.sampled_from([4, 8])),
+                gbps=draw(gbps),
+                group=draw(st.sampled_from(["G", "P"])),
+                peak=draw(st.integers(1, 50)) * 1e12,
+            )
+        )
+        models.append({"instance_type": f"g{i}", "workload": "resnet50", **draw(model_rows)})
+    for j in range(n_cpu):
+        rows.append(
+            cpu_row(
+                f"c{j}",
+                draw(price),
+                memory_gib=draw(st.sampled_from([2, 4, 8, 16])),
+                gbps=draw(gbps),
+                vcpus=draw(st.sampled_from([2, 4])),
+            )
+        )
+    quotas = {
+        (g, m): draw(st.sampled_from([8, 16, 32, 64]))
+        for g in ("G", "P", "standard")
+        for m in ("spot", "on_demand")
+    }
+    overhead = pd.DataFrame(models).assign(source="test")
+    for column in ("a", "b", "c", "p", "alpha", "beta"):
+        if column not in overhead:
+            overhead[column] = float("nan")
+    fleet = make_fleet(rows, quotas=quotas, overhead=overhead)
+    budget = draw(st.integers(10, 2500)) / 100
+    checkpoint = draw(st.sampled_from([0.1, 1.0, 3.0, 8.0]))
+    return fleet, budget, checkpoint
+
+
+def reference_score(fleet, config: Config, objective: str, linear: bool) -> float:
+    """DESIGN §4.4 written out again, independently of deepvm.planner.objectives."""
+    i, n = config.worker, config.n_workers
+    s = n if linear else float(fleet.gpu_models[i]([n])[0])
+    flops = fleet.gpu_flops[i] * s
+    if objective == "throughput":
+        return flops
+    p = fleet.gpu_ondemand[i] if config.architecture == ON_DEMAND else fleet.gpu_spot[i]
+    return 3600 * flops / p
+
+
+POLICY_ARCHS = {
+    ("deepvm", "throughput"): ARCHITECTURES,
+    ("deepvm_noscale", "throughput"): ARCHITECTURES,
+    ("on_demand", "throughput"): (ON_DEMAND,),
+    ("deepvm", "paper"): (SINGLE_ANCHOR, TIERING),
+    ("on_demand", "paper"): (ON_DEMAND,),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(sorted(POLICY_ARCHS)))
+def test_milp_top3_equals_enumeration(scenario, policy_objective):
+    fleet, budget, checkpoint = scenario
+    policy, objective = policy_objective
+    j = job(checkpoint_gb=checkpoint)
+    planner = Planner(fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES)
+    got = [c for c, _ in planner.optimise(policy, budget, top=3)]
+
+    feasible = enumerate_feasible(
+        fleet, j, budget, architectures=POLICY_ARCHS[policy_objective], max_nodes=MAX_NODES
+    )
+    linear = policy == "deepvm_noscale"
+    scored = [(c, cost, reference_score(fleet, c, objective, linear)) for c, cost in feasible]
+    want = best_configs(scored, top=3)
+
+    assert len(got) == len(want)
+    for config, (ref_config, ref_cost, ref_score) in zip(got, want, strict=True):
+        score = reference_score(fleet, config, objective, linear)
+        cost = next(c for cfg, c in feasible if cfg == config)  # it is feasible
+        assert score == pytest.approx(ref_score, rel=1e-6), (config, ref_config)
+        if math.isclose(score, ref_score, rel_tol=1e-9):
+            assert cost == pytest.approx(ref_cost, rel=1e-9, abs=1e-9), (config, ref_config)
+
+
+def test_enumerator_agrees_on_the_paper_scenario():
+    from tests_paths import PAPER
+
+    from deepvm.planner.api import Inputs
+
+    inputs = Inputs.load(
+        catalog=PAPER / "catalog.csv",
+        throughput=PAPER / "throughput.csv",
+        overhead=PAPER / "overhead.csv",
+        quotas=PAPER / "quotas.csv",
+    )
+    fleet = inputs.fleet("resnet50")
+    j = job(checkpoint_gb=0.3)
+    planner = Planner(fleet, j, budget_cap=10.0, max_nodes=64)
+    for budget in (0.5, 1.0, 2.5, 4.0, 7.3, 10.0):
+        got = planner.optimise("deepvm", budget, top=1)[0][0]
+        feasible = enumerate_feasible(fleet, j, budget, max_nodes=64)
+        scored = [(c, cost, reference_score(fleet, c, "throughput", False)) for c, cost in feasible]
+        ref = best_configs(scored, top=1)[0]
+        assert reference_score(fleet, got, "throughput", False) == pytest.approx(ref[2])

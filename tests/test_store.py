@@ -1,0 +1,59 @@
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from deepvm.store import TABLES, Store
+
+
+def scaling_rows(n: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run_id": ["r"] * n,
+            "instance_type": ["g"] * n,
+            "workload": ["w"] * n,
+            "n_nodes": list(range(1, n + 1)),
+            "duration_s": [10.0 / k for k in range(1, n + 1)],
+            "speedup": [float(k) for k in range(1, n + 1)],
+            "source": ["measured"] * n,
+        }
+    )
+
+
+def test_rewrite_replaces_partition_file_and_keeps_others(tmp_path):
+    store = Store.open(tmp_path)
+    store.write("scaling", scaling_rows(3), partition="2026-12-01")
+    store.write("scaling", scaling_rows(2), partition="2026-12-02")
+    store.write("scaling", scaling_rows(4), partition="2026-12-02")
+    df = store.read("scaling")
+    assert df.groupby("run_date").size().to_dict() == {"2026-12-01": 3, "2026-12-02": 4}
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_bad_rows_write_nothing_and_keep_old_data(tmp_path):
+    store = Store.open(tmp_path)
+    path = store.write("scaling", scaling_rows(2), partition="2026-12-01")
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="lack column"):
+        store.write("scaling", scaling_rows(2).drop(columns="speedup"), partition="2026-12-01")
+    bad = scaling_rows(2)
+    bad["n_nodes"] = ["one", "two"]
+    with pytest.raises(Exception):  # noqa: B017 - pyarrow's conversion error
+        store.write("scaling", bad, partition="2026-12-01")
+    assert path.read_bytes() == before
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_every_table_has_schema_metadata(tmp_path):
+    store = Store.open(tmp_path)
+    for table, (column, schema) in TABLES.items():
+        empty = schema.empty_table().to_pandas()
+        path = store.write(table, empty, partition=None if column is None else "2026-12-02")
+        meta = pq.read_schema(path).metadata
+        assert meta[b"schema_version"] == b"1" and meta[b"table"] == table.encode()
+        assert store.read(table).shape[0] == 0
+
+
+def test_env_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPVM_STORE", str(tmp_path / "env"))
+    assert Store.open().root == tmp_path / "env"
+    assert Store.open(f"file://{tmp_path}/x").root == tmp_path / "x"
