@@ -79,8 +79,8 @@ def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:
     return Job(workload, float(checkpoint_gb), versions)
 
 
-def _check_budget(budget: float, name: str = "--budget") -> float:
-    if not math.isfinite(budget) or budget <= 0:
+def _check_budget(budget: float, name: str = "--budget", *, allow_zero: bool = False) -> float:
+    if not math.isfinite(budget) or budget < 0 or (budget == 0 and not allow_zero):
         raise InputError(f"{name} {budget:g} must be a positive number of USD per hour")
     return float(budget)
 
@@ -150,9 +150,8 @@ def parse_budgets(spec: str) -> list[float]:
             f"--budgets {spec!r} must be START:STOP:STEP with STOP > START and STEP > 0, "
             "or a comma-separated list"
         ) from None
-    values = [v for v in values if v > 0]
-    if not values:
-        raise InputError(f"--budgets {spec!r} has no positive budget")
+    if not values or any(v < 0 for v in values) or max(values) <= 0:
+        raise InputError(f"--budgets {spec!r} must be budgets >= 0 with at least one > 0")
     return values
 
 
@@ -191,8 +190,9 @@ def sweep(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> SweepResult:
     """Every policy at every budget (the paper's simulation). ``normalized`` is
-    throughput over the ``deepvm`` policy's throughput at the largest budget."""
-    budgets = sorted({_check_budget(b, "budget") for b in budgets})
+    throughput over the ``deepvm`` policy's throughput at the largest budget. A
+    budget at which a policy finds no cluster (0, say) has no row for it."""
+    budgets = sorted({_check_budget(b, "budget", allow_zero=True) for b in budgets})
     if not budgets:
         raise InputError("sweep needs at least one budget")
     chosen = check_policies(policies)

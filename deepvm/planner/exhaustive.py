@@ -37,6 +37,21 @@ def enumerate_feasible(
     q = fleet.quotas
     limit = budget * (1 + BUDGET_RTOL) + 1e-12
     out: list[tuple[Config, float]] = []
+    # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, vCPUs, quota)
+    remotes = [
+        [
+            (
+                j,
+                int(fleet.saturation(min(fleet.gpu_gbps[i], fleet.cpu_gbps[j]))),
+                REMOTE_MEMORY_FRACTION * float(fleet.cpu_memory_gb[j]),
+                float(fleet.cpu_ondemand[j]),
+                float(fleet.cpu_vcpus[j]),
+                q.limit(fleet.cpu_group[j], "on_demand"),
+            )
+            for j in range(len(fleet.cpu_types))
+        ]
+        for i in range(len(fleet.gpu_types))
+    ]
     for i in range(len(fleet.gpu_types)):
         spot = float(fleet.gpu_spot[i])
         od = float(fleet.gpu_ondemand[i])
@@ -57,15 +72,11 @@ def enumerate_feasible(
                 if cost <= limit and n * c <= q.limit(g, "on_demand"):
                     out.append((Config(ON_DEMAND, i, n), cost))
             if TIERING in archs and has_spot and n * c <= q.limit(g, "spot"):
-                for j in range(len(fleet.cpu_types)):
-                    nsat = int(fleet.saturation(min(fleet.gpu_gbps[i], fleet.cpu_gbps[j])))
-                    mem = REMOTE_MEMORY_FRACTION * float(fleet.cpu_memory_gb[j])
-                    price = float(fleet.cpu_ondemand[j])
-                    cj = float(fleet.cpu_vcpus[j])
+                for j, nsat, mem, price, cj, cap in remotes[i]:
                     m = 1
                     while True:
                         cost = n * spot + m * price
-                        if cost > limit or m * cj > q.limit(fleet.cpu_group[j], "on_demand"):
+                        if cost > limit or m * cj > cap:
                             break
                         if n <= nsat * m and m * mem >= job.remote_memory_needed_gb:
                             out.append((Config(TIERING, i, n, j, m), cost))

@@ -1,21 +1,30 @@
 """The cluster choice as a mixed-integer linear program (cvxpy + HiGHS).
 
-Variables: one binary x_k per worker candidate (architecture, GPU type i, n),
-one binary w_j per remote CPU type, an integer m_j remote-node count. Exactly
-one candidate is chosen. Tiering's constraints are linear because N_sat is
-monotone, so N_sat(min(b_i, b_j)) = min(N_sat(b_i), N_sat(b_j)) and
-n <= N_sat(min(b_i, b_j)) m splits into
+Variables: one binary x_s per *slot*, each slot holding one worker candidate
+(architecture, GPU type i, n); one binary w_j per remote CPU type and an integer
+remote-node count m_j. Exactly one slot is chosen. Tiering's constraints are
+linear because N_sat is monotone, so N_sat(min(b_i, b_j)) = min(N_sat(b_i),
+N_sat(b_j)) and n <= N_sat(min(b_i, b_j)) m splits into
 
-    sum_k n_k x_k <= sum_j N_sat(b_j) m_j   and   sum_k (n_k / N_sat(b_i_k)) x_k <= sum_j m_j,
+    sum_s n_s x_s <= sum_j N_sat(b_j) m_j   and   sum_s (n_s / N_sat(b_i_s)) x_s <= sum_j m_j,
 
-exact because at most one x_k and one w_j are 1. Quotas act per variable and are
+exact because at most one x_s and one w_j are 1. Quotas act per variable and are
 folded into the candidate set and the bounds of m.
 
-The problem is built once per candidate set with cvxpy Parameters for the
-objective scores, prices, budget, checkpoint memory and an ``allowed`` mask, so
-sweeps, policies and top-k re-solve without re-compiling. Ties in the objective
-(within SCORE_RTOL) go to the cheaper cluster through a second, lexicographic
-solve that minimises cost at the optimal score.
+The objective is lexicographic in one solve: candidates are ranked by score
+(near-equal scores share a rank, see score_ranks) and the MILP maximises
+rank - cost / (2 B). Every feasible cluster costs at most B, so the cost term
+stays below 1/2 and never outweighs one rank step: the highest score wins, and
+among equal scores the cheaper cluster. Integer ranks also keep the objective
+well scaled whatever the FLOP/s magnitudes.
+
+Before each solve an exact presolve (``contenders``) drops candidates that
+cannot win: over budget on their workers alone, beaten by a smaller n of the
+same type, or ranked below a Single Anchor / On-Demand cluster that is known
+feasible. The survivors fill the slots of a problem compiled once per slot count
+(a power of two), whose coefficients are all cvxpy Parameters: sweeps, policies
+and top-k re-solve without re-compiling, and the solver sees only what matters
+(a catalog of 1,000 types has ~10^5 candidates, of which a few hundred survive).
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from deepvm.planner.candidates import (
+    ARCHITECTURES,
+    BUDGET_RTOL,
     TIERING,
     Candidates,
     Config,
@@ -71,6 +82,53 @@ class SolveOutcome:
     message: str = ""
 
 
+def score_ranks(score: FloatArray, mask: np.ndarray) -> FloatArray:
+    """Integer ranks of the allowed scores, 1 = lowest, 0 for disallowed ones.
+    Sorted best first, a score within SCORE_RTOL of the one before it shares its
+    rank, so float noise never decides between clusters that are equally fast."""
+    ranks = np.zeros(len(score))
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return ranks
+    order = idx[np.argsort(-score[idx], kind="stable")]
+    values = score[order]
+    new_group = np.ones(len(values), dtype=bool)
+    new_group[1:] = values[1:] < values[:-1] - SCORE_RTOL * np.abs(values[:-1])
+    group = np.cumsum(new_group)  # 1 = best
+    ranks[order] = group[-1] + 1 - group
+    return ranks
+
+
+def undominated(candidates: Candidates, ranks: FloatArray, mask: np.ndarray) -> np.ndarray:
+    """A presolve that keeps the answer exact and spares the solver most columns.
+
+    Among the allowed candidates of one architecture and GPU type, a larger n
+    costs more (and for Tiering needs at least the remote side of a smaller n),
+    so a candidate is dropped when a smaller allowed n ranks at least as high.
+    Single Anchor and On-Demand costs are fixed, and every allowed candidate is
+    within budget, so of those only the best of each type can win.
+
+    Candidates come grouped by (architecture, type), n ascending (build_candidates).
+    """
+    if not mask.any():
+        return mask
+    group = candidates.architecture * (int(candidates.worker.max()) + 1) + candidates.worker
+    allowed_rank = np.where(mask, ranks, 0.0)
+    big = float(ranks.max()) + 1.0
+    # Per-group running maximum via one cumulative max of group * big + rank
+    # (groups are contiguous and ascending).
+    running = np.maximum.accumulate(group * big + allowed_rank)
+    same_group = np.concatenate([[False], group[1:] == group[:-1]])
+    best_before = np.where(same_group, np.concatenate([[0.0], running[:-1]]) - group * big, 0.0)
+    beats_smaller_n = mask & (ranks > best_before)
+    starts = np.flatnonzero(~same_group)
+    group_best = np.repeat(
+        np.maximum.reduceat(allowed_rank, starts), np.diff(np.append(starts, len(group)))
+    )
+    tiering = candidates.arch_mask(TIERING)
+    return beats_smaller_n & (tiering | (ranks == group_best))
+
+
 @contextlib.contextmanager
 def _quiet_stdout() -> Iterator[None]:
     """HiGHS prints a banner on file descriptor 1 from C++; keep it out of --json."""
@@ -91,9 +149,55 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(saved)
 
 
+class _SlotProblem:
+    """The compiled MILP with ``size`` candidate slots (see the module docstring)."""
+
+    def __init__(self, size: int, fleet: Fleet, remote_upper: FloatArray) -> None:
+        import cvxpy as cp
+
+        j = max(len(fleet.cpu_types), 1)
+        has_cpu = len(fleet.cpu_types) > 0
+        nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float) if has_cpu else np.zeros(1)
+        mem = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb if has_cpu else np.zeros(1)
+        upper = remote_upper if has_cpu else np.zeros(1)
+
+        def param(name: str, n: int = size, **kw: bool) -> cp.Parameter:
+            return cp.Parameter(n, name=name, **kw)
+
+        self.size = size
+        self.x = cp.Variable(size, boolean=True, name="x")
+        self.w = cp.Variable(j, boolean=True, name="w")
+        self.m = cp.Variable(j, integer=True, name="m")
+        self.open = param("open", nonneg=True)
+        self.rank = param("rank", nonneg=True)
+        self.cost = param("cost", nonneg=True)
+        self.tiebreak = param("tiebreak", nonneg=True)  # cost / 2B: DPP forbids param / param
+        self.tier = param("tier", nonneg=True)
+        self.n_tier = param("n_tier", nonneg=True)
+        self.share = param("share", nonneg=True)
+        self.memory_needed = param("memory_needed", nonneg=True)  # k C on tiering slots
+        self.cost_m = param("cost_m", j, nonneg=True)
+        self.tiebreak_m = param("tiebreak_m", j, nonneg=True)
+        self.budget = cp.Parameter(nonneg=True, name="budget")
+        x, w, m = self.x, self.w, self.m
+        constraints = [
+            cp.sum(x) == 1,
+            x <= self.open,
+            cp.sum(w) == self.tier @ x,
+            m >= w,
+            m <= cp.multiply(upper, w),
+            self.n_tier @ x <= nsat_cpu @ m,
+            self.share @ x <= cp.sum(m),
+            mem @ m >= self.memory_needed @ x,
+            self.cost @ x + self.cost_m @ m <= self.budget,
+        ]
+        objective = self.rank @ x - (self.tiebreak @ x + self.tiebreak_m @ m)
+        self.problem = cp.Problem(cp.Maximize(objective), constraints)
+
+
 class ClusterMILP:
-    """One compiled MILP over a fixed candidate set; solve it for any scores,
-    budget and mask."""
+    """The MILP over a fixed candidate set; solve it for any scores, budget and
+    mask. Compiled problems are cached per slot count."""
 
     def __init__(
         self,
@@ -104,61 +208,23 @@ class ClusterMILP:
         budget_cap: float | None = None,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     ) -> None:
-        import cvxpy as cp
-
         self.fleet, self.job, self.candidates = fleet, job, candidates
         self.time_limit_s = time_limit_s
-        k, j = len(candidates), len(fleet.cpu_types)
-        self._k, self._j = k, j
-        tier = candidates.arch_mask(TIERING).astype(float)
+        self._k, self._j = len(candidates), len(fleet.cpu_types)
+        tier = candidates.arch_mask(TIERING)
         n = candidates.n.astype(float)
         nsat_gpu = fleet.saturation(fleet.gpu_gbps).astype(float)
-        nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float)
-
-        self.x = cp.Variable(max(k, 1), boolean=True, name="x")
-        self.w = cp.Variable(max(j, 1), boolean=True, name="w")
-        self.m = cp.Variable(max(j, 1), integer=True, name="m")
-        self.score = cp.Parameter(max(k, 1), name="score")
-        self.cost_x = cp.Parameter(max(k, 1), nonneg=True, name="cost_x")
-        self.cost_m = cp.Parameter(max(j, 1), nonneg=True, name="cost_m")
-        self.allowed = cp.Parameter(max(k, 1), nonneg=True, name="allowed")
-        self.budget = cp.Parameter(nonneg=True, name="budget")
-        self.memory_needed = cp.Parameter(nonneg=True, name="memory_needed")
-        self.score_floor = cp.Parameter(name="score_floor")
-
-        x, w, m = self.x, self.w, self.m
-        pad = np.zeros(max(k, 1) - k)
-        tier_v = np.concatenate([tier, pad])
-        n_tier = np.concatenate([n * tier, pad])
-        share = np.concatenate([n * tier / nsat_gpu[candidates.worker], pad])
-        if j == 0:
-            cpu_pad = np.zeros(1)
-            nsat_cpu = mem = upper = cpu_pad
-        else:
-            mem = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
-            upper = self._remote_upper_bounds(budget_cap)
-        tiering_chosen = tier_v @ x
-        constraints = [
-            cp.sum(x) == 1,
-            x <= self.allowed,
-            cp.sum(w) == tiering_chosen,
-            m >= w,
-            m <= cp.multiply(upper, w),
-            n_tier @ x <= nsat_cpu @ m,
-            share @ x <= cp.sum(m),
-            mem @ m >= self.memory_needed * tiering_chosen,
-            self.cost_x @ x + self.cost_m @ m <= self.budget,
-        ]
-        self._cost_expr = self.cost_x @ x + self.cost_m @ m
-        self._best = cp.Problem(cp.Maximize(self.score @ x), constraints)
-        self._cheapest = cp.Problem(
-            cp.Minimize(self._cost_expr), [*constraints, self.score @ x >= self.score_floor]
-        )
+        self._tier = tier.astype(float)
+        self._n_tier = n * self._tier
+        self._share = self._n_tier / nsat_gpu[candidates.worker]
+        self._remote_upper = self._remote_upper_bounds(budget_cap)
+        self._problems: dict[int, _SlotProblem] = {}
         self.update_prices()
-        self.memory_needed.value = job.remote_memory_needed_gb
 
     def _remote_upper_bounds(self, budget_cap: float | None) -> FloatArray:
         f = self.fleet
+        if not self._j:
+            return np.zeros(0)
         quota = np.array([f.quotas.limit(g, "on_demand") for g in f.cpu_group])
         upper = np.floor(quota / f.cpu_vcpus)
         if budget_cap is not None:
@@ -169,10 +235,15 @@ class ClusterMILP:
         """Take the prices of ``fleet`` (same types, new prices) without re-compiling."""
         if fleet is not None:
             self.fleet = fleet
-        cost = np.nan_to_num(self.candidates.cost(self.fleet), nan=0.0)
-        self.cost_x.value = np.concatenate([cost, np.zeros(self.x.size - self._k)])
-        cpu = self.fleet.cpu_ondemand if self._j else np.zeros(1)
-        self.cost_m.value = cpu.astype(float)
+        # NaN (no spot market) never reaches the solver: such candidates do not exist.
+        self._worker_cost = np.nan_to_num(self.candidates.cost(self.fleet), nan=np.inf)
+        self._cheapest_remote = float(np.min(self.fleet.cpu_ondemand)) if self._j else np.inf
+
+    def _slots(self, count: int) -> _SlotProblem:
+        size = max(16, 1 << max(count - 1, 0).bit_length())
+        if size not in self._problems:
+            self._problems[size] = _SlotProblem(size, self.fleet, self._remote_upper)
+        return self._problems[size]
 
     # -- solving ------------------------------------------------------------
 
@@ -207,6 +278,19 @@ class ClusterMILP:
                 status = LIMIT_WITH_INCUMBENT
         return status
 
+    def contenders(self, ranks: FloatArray, mask: np.ndarray, budget: float) -> np.ndarray:
+        """The candidates that can still be the best answer (an exact presolve)."""
+        limit = budget * (1 + BUDGET_RTOL) + 1e-12
+        mask = mask & (self._worker_cost <= limit)
+        tier = self._tier > 0
+        # A Tiering cluster also pays for at least one remote node.
+        mask &= ~tier | (self._worker_cost + self._cheapest_remote <= limit)
+        mask = undominated(self.candidates, ranks, mask)
+        fixed = mask & ~tier  # Single Anchor / On-Demand: feasible as they stand
+        if fixed.any():
+            mask &= ranks >= ranks[fixed].max()
+        return mask
+
     def solve(
         self, score: FloatArray, budget: float, allowed: np.ndarray | None = None
     ) -> SolveOutcome:
@@ -215,37 +299,43 @@ class ClusterMILP:
         optimal status and a check of the configuration against the model."""
         if self._k == 0:
             return SolveOutcome(INFEASIBLE, None, 0.0, "no candidate within quotas")
-        mask = np.ones(self._k) if allowed is None else allowed.astype(float)
-        if not mask.any():
-            return SolveOutcome(INFEASIBLE, None, 0.0, "no candidate allowed")
-        scale = float(np.max(np.abs(score[mask > 0]))) or 1.0
-        self.score.value = score / scale
-        self.allowed.value = mask
-        self.budget.value = float(budget)
-        status, t1 = self._run(self._best)
+        mask = np.ones(self._k, dtype=bool) if allowed is None else allowed > 0
+        ranks = score_ranks(score, mask)
+        picked = np.flatnonzero(self.contenders(ranks, mask, budget))
+        if picked.size == 0:
+            return SolveOutcome(INFEASIBLE, None, 0.0, "no candidate within budget")
+        slots = self._slots(picked.size)
+        pad = slots.size - picked.size
+
+        def fill(values: FloatArray) -> FloatArray:
+            return np.concatenate([values[picked], np.zeros(pad)])
+
+        scale = 2.0 * max(float(budget), 1e-9)
+        cost = fill(self._worker_cost)
+        slots.open.value = np.concatenate([np.ones(picked.size), np.zeros(pad)])
+        slots.rank.value = fill(ranks)
+        slots.cost.value = cost
+        slots.tiebreak.value = cost / scale
+        slots.tier.value = fill(self._tier)
+        slots.n_tier.value = fill(self._n_tier)
+        slots.share.value = fill(self._share)
+        slots.memory_needed.value = fill(self._tier) * self.job.remote_memory_needed_gb
+        remote = self.fleet.cpu_ondemand.astype(float) if self._j else np.zeros(1)
+        slots.cost_m.value = remote
+        slots.tiebreak_m.value = remote / scale
+        slots.budget.value = float(budget)
+        status, seconds = self._run(slots.problem)
         if status != OPTIMAL:
-            return SolveOutcome(status, None, t1)
-        best = float(self._best.value)
-        self.score_floor.value = best - SCORE_RTOL * max(abs(best), 1.0)
-        status, t2 = self._run(self._cheapest)
-        if status != OPTIMAL:
-            return SolveOutcome(
-                ERROR if status == INFEASIBLE else status,
-                None,
-                t1 + t2,
-                "the tie-breaking solve did not confirm the optimum",
-            )
-        config = self._read_config()
+            return SolveOutcome(status, None, seconds)
+        config = self._read_config(slots, picked)
         problems = violations(self.fleet, self.job, config, budget)
         if problems:
             return SolveOutcome(
-                ERROR, None, t1 + t2, f"solver answer failed verification: {', '.join(problems)}"
+                ERROR, None, seconds, f"solver answer failed verification: {', '.join(problems)}"
             )
-        return SolveOutcome(OPTIMAL, config, t1 + t2)
+        return SolveOutcome(OPTIMAL, config, seconds)
 
     def candidate_index(self, config: Config) -> int:
-        from deepvm.planner.candidates import ARCHITECTURES
-
         c = self.candidates
         hit = np.flatnonzero(
             (c.architecture == ARCHITECTURES.index(config.architecture))
@@ -254,15 +344,13 @@ class ClusterMILP:
         )
         return int(hit[0])
 
-    def _read_config(self) -> Config:
-        from deepvm.planner.candidates import ARCHITECTURES
-
-        assert self.x.value is not None
-        k = int(np.argmax(self.x.value[: self._k]))
+    def _read_config(self, slots: _SlotProblem, picked: np.ndarray) -> Config:
+        assert slots.x.value is not None
+        k = int(picked[int(np.argmax(slots.x.value[: picked.size]))])
         c = self.candidates
         arch = ARCHITECTURES[int(c.architecture[k])]
         if arch != TIERING:
             return Config(arch, int(c.worker[k]), int(c.n[k]))
-        assert self.w.value is not None and self.m.value is not None
-        j = int(np.argmax(self.w.value))
-        return Config(arch, int(c.worker[k]), int(c.n[k]), j, round(float(self.m.value[j])))
+        assert slots.w.value is not None and slots.m.value is not None
+        j = int(np.argmax(slots.w.value))
+        return Config(arch, int(c.worker[k]), int(c.n[k]), j, round(float(slots.m.value[j])))

@@ -230,14 +230,24 @@ def _solver_message(outcome: SolveOutcome) -> str:
 
 
 def cheapest_cluster(fleet: Fleet, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
-    """The cheapest feasible cluster of any architecture at any price: what the
-    budget must at least be."""
+    """The cheapest feasible cluster of any architecture: what the budget must at
+    least be. With equal scores the MILP's tie-break picks the cheapest cluster
+    within the budget; the budget doubles from the cheapest worker side until one fits."""
     planner = Planner(fleet, job, max_nodes=max_nodes)
     if len(planner.candidates) == 0:
         return None
-    ones = np.ones(len(planner.candidates))  # equal scores: the tie-break picks the cheapest
-    outcome = planner.milp.solve(ones, budget=1e12)
-    return outcome.config if outcome.status == OPTIMAL else None
+    ones = np.ones(len(planner.candidates))  # equal scores: only cost decides
+    worker_costs = planner.candidates.cost(fleet)
+    budget = float(np.nanmin(worker_costs))
+    ceiling = float(np.nanmax(worker_costs)) + float(np.sum(fleet.cpu_ondemand)) * max_nodes
+    while budget <= 2 * ceiling:
+        outcome = planner.milp.solve(ones, budget=budget)
+        if outcome.status == OPTIMAL:
+            return outcome.config
+        if outcome.status != INFEASIBLE:
+            return None
+        budget *= 2
+    return None
 
 
 def infeasible_budget_error(
