@@ -30,9 +30,16 @@ from deepvm.quotas import Quotas
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "datasets" / "scenarios" / "paper"
-PAPER_ARGS = ["--catalog", str(PAPER / "catalog.csv"), "--throughput",
-              str(PAPER / "throughput.csv"), "--overhead", str(PAPER / "overhead.csv"),
-              "--quotas", str(PAPER / "quotas.csv")]
+PAPER_ARGS = [
+    "--catalog",
+    str(PAPER / "catalog.csv"),
+    "--throughput",
+    str(PAPER / "throughput.csv"),
+    "--overhead",
+    str(PAPER / "overhead.csv"),
+    "--quotas",
+    str(PAPER / "quotas.csv"),
+]
 SWEEP = "0:10.1:0.1"
 
 
@@ -50,10 +57,19 @@ def one_job() -> None:
     result = recommend(3.0)
     t = time.perf_counter() - start
     best = result.recommendations[0]
-    print(f"[1] shipped catalog, budget $3/h, top 3: {t * 1000:.0f} ms in-process; "
-          f"best {best.n_workers} x {best.worker_type} ({best.architecture})")
+    print(
+        f"[1] shipped catalog, budget $3/h, top 3: {t * 1000:.0f} ms in-process; "
+        f"best {best.n_workers} x {best.worker_type} ({best.architecture})"
+    )
     cli = min(wall(["deepvm", "recommend", "--budget", "3"]) for _ in range(3))
     print(f"    whole `deepvm recommend --budget 3` (interpreter start included): {cli:.2f} s")
+
+
+def baseline_key(fleet, policy, config, cost):  # type: ignore[no-untyped-def]
+    flops = fleet.gpu_flops[config.worker]
+    if policy == "cost_first":  # most nodes; ties: faster type, then cheaper
+        return (config.n_workers, flops, -cost)
+    return (flops, config.n_workers, -cost)  # performance_first: fastest type
 
 
 def enumerate_sweep(fleet, job, budgets, max_nodes):  # type: ignore[no-untyped-def]
@@ -71,26 +87,37 @@ def enumerate_sweep(fleet, job, budgets, max_nodes):  # type: ignore[no-untyped-
                 if not best_n:
                     out[budget, policy] = None
                     continue
-                f = fleet.gpu_flops
-                key = ((lambda v: (v[0].n_workers, f[v[0].worker], -v[1]))
-                       if policy == "cost_first" else
-                       (lambda v: (f[v[0].worker], v[0].n_workers, -v[1])))
-                out[budget, policy] = max(best_n.values(), key=key)[0]
+                out[budget, policy] = max(
+                    best_n.values(), key=lambda v, p=policy: baseline_key(fleet, p, *v)
+                )[0]
                 continue
-            pool = [(c, cost) for c, cost in feasible
-                    if policy != "on_demand" or c.architecture == ON_DEMAND]
+            pool = [
+                (c, cost)
+                for c, cost in feasible
+                if policy != "on_demand" or c.architecture == ON_DEMAND
+            ]
             linear = policy == "deepvm_noscale"
-            scored = [(c, cost, fleet.gpu_flops[c.worker] *
-                       (c.n_workers if linear else float(fleet.speedups(c.worker, c.n_workers))))
-                      for c, cost in pool]
+            scored = [
+                (
+                    c,
+                    cost,
+                    fleet.gpu_flops[c.worker]
+                    * (c.n_workers if linear else float(fleet.speedups(c.worker, c.n_workers))),
+                )
+                for c, cost in pool
+            ]
             best = best_configs(scored, 1)
             out[budget, policy] = best[0][0] if best else None
     return out
 
 
 def paper_sweep() -> None:
-    inputs = Inputs.load(catalog=PAPER / "catalog.csv", throughput=PAPER / "throughput.csv",
-                         overhead=PAPER / "overhead.csv", quotas=PAPER / "quotas.csv")
+    inputs = Inputs.load(
+        catalog=PAPER / "catalog.csv",
+        throughput=PAPER / "throughput.csv",
+        overhead=PAPER / "overhead.csv",
+        quotas=PAPER / "quotas.csv",
+    )
     budgets = parse_budgets(SWEEP)
     fleet = inputs.fleet("resnet50")
     job = make_job("resnet50", None, 2)
@@ -111,22 +138,29 @@ def paper_sweep() -> None:
     mismatches = 0
     for key, want in reference.items():
         got = planned[key]
-        if (want is None) != (got is None):
-            mismatches += 1
-        elif want is not None and got is not None and not (
+        if want is None or got is None:
+            mismatches += (want is None) != (got is None)
+        elif not (
             math.isclose(throughput(fleet, got), throughput(fleet, want), rel_tol=1e-9)
             and math.isclose(hourly_cost(fleet, got), hourly_cost(fleet, want), rel_tol=1e-9)
         ):
             mismatches += 1
-    t_cli = min(wall(["deepvm", "sweep", "--budgets", SWEEP, "--json", *PAPER_ARGS])
-                for _ in range(3))
-    print(f"[2] paper scenario, {len(budgets)} budgets x {len(POLICIES)} policies "
-          f"({len(reference)} optima):")
+    t_cli = min(
+        wall(["deepvm", "sweep", "--budgets", SWEEP, "--json", *PAPER_ARGS]) for _ in range(3)
+    )
+    print(
+        f"[2] paper scenario, {len(budgets)} budgets x {len(POLICIES)} policies "
+        f"({len(reference)} optima):"
+    )
     print(f"    exhaustive enumeration (pure Python): {t_enum:.2f} s")
-    print(f"    planning (build + MILP sweep, in-process): {t_plan:.3f} s  -> "
-          f"{t_enum / t_plan:.0f}x faster")
-    print(f"    whole `deepvm sweep` command (interpreter start included): {t_cli:.2f} s  -> "
-          f"{t_enum / t_cli:.1f}x faster")
+    print(
+        f"    planning (build + MILP sweep, in-process): {t_plan:.3f} s  -> "
+        f"{t_enum / t_plan:.0f}x faster"
+    )
+    print(
+        f"    whole `deepvm sweep` command (interpreter start included): {t_cli:.2f} s  -> "
+        f"{t_enum / t_cli:.1f}x faster"
+    )
     print(f"    optima identical: {len(reference) - mismatches}/{len(reference)}")
 
 
@@ -137,28 +171,38 @@ def synthetic_catalog(n_types: int, seed: int = 0) -> Catalog:
     for k in range(n_types):
         gpu = k < n_gpu
         od = float(rng.uniform(0.5, 8.0) if gpu else rng.uniform(0.05, 1.0))
-        rows.append({
-            "provider": "synthetic", "region": "r", "instance_type": f"t{k}",
-            "quota_group": "G" if gpu else "standard", "vcpus": float(rng.choice([4, 8, 16])),
-            "memory_gib": float(rng.choice([8, 16, 32, 64])),
-            "network_gbps": float(rng.choice([1.7, 5, 10, 12.5, 25, 50, 100])),
-            "accelerator_name": "X" if gpu else None, "accelerator_count": 1 if gpu else 0,
-            "accelerator_memory_gib": 24 if gpu else 0,
-            "peak_flops": float(rng.uniform(1e13, 1e15)) if gpu else None,
-            "ondemand_price": round(od, 4), "spot_price": round(od * rng.uniform(0.25, 0.6), 4),
-        })
+        rows.append(
+            {
+                "provider": "synthetic",
+                "region": "r",
+                "instance_type": f"t{k}",
+                "quota_group": "G" if gpu else "standard",
+                "vcpus": float(rng.choice([4, 8, 16])),
+                "memory_gib": float(rng.choice([8, 16, 32, 64])),
+                "network_gbps": float(rng.choice([1.7, 5, 10, 12.5, 25, 50, 100])),
+                "accelerator_name": "X" if gpu else None,
+                "accelerator_count": 1 if gpu else 0,
+                "accelerator_memory_gib": 24 if gpu else 0,
+                "peak_flops": float(rng.uniform(1e13, 1e15)) if gpu else None,
+                "ondemand_price": round(od, 4),
+                "spot_price": round(od * rng.uniform(0.25, 0.6), 4),
+            }
+        )
     return Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="synthetic")
 
 
 def scaling(sizes: list[int], budget: float) -> None:
     from deepvm.overhead import shipped_overhead_table
 
-    print(f"[3] synthetic catalogs, no quotas, n <= 256, budget ${budget:g}/h "
-          "(half GPU, half CPU types):")
+    print(
+        f"[3] synthetic catalogs, no quotas, n <= 256, budget ${budget:g}/h "
+        "(half GPU, half CPU types):"
+    )
     for size in sizes:
         cat = synthetic_catalog(size)
-        fleet = build_fleet(cat, "resnet50", quotas=Quotas({}),
-                            overhead_tables=[shipped_overhead_table()])
+        fleet = build_fleet(
+            cat, "resnet50", quotas=Quotas({}), overhead_tables=[shipped_overhead_table()]
+        )
         job = make_job("resnet50", None, 2)
         start = time.perf_counter()
         planner = Planner(fleet, job, budget_cap=budget, max_nodes=256)
@@ -169,9 +213,11 @@ def scaling(sizes: list[int], budget: float) -> None:
             found = planner.optimise("deepvm", budget, 1)
             times.append(time.perf_counter() - start)
         best = found[0][0]
-        print(f"    {size:5d} types, {len(planner.candidates):7d} candidates: build "
-              f"{t_build:.2f} s, first solve {times[0]:.2f} s, re-solve {min(times[1:]):.2f} s; "
-              f"best {best.n_workers} x {fleet.gpu_types[best.worker]} ({best.architecture})")
+        print(
+            f"    {size:5d} types, {len(planner.candidates):7d} candidates: build "
+            f"{t_build:.2f} s, first solve {times[0]:.2f} s, re-solve {min(times[1:]):.2f} s; "
+            f"best {best.n_workers} x {fleet.gpu_types[best.worker]} ({best.architecture})"
+        )
 
 
 def main() -> None:
