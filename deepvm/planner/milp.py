@@ -33,6 +33,7 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -253,7 +254,9 @@ class ClusterMILP:
         assert isinstance(problem, cp.Problem)
         start = time.perf_counter()
         try:
-            with _quiet_stdout():
+            # cvxpy warns "Solution may be inaccurate" on a time limit; the status says it.
+            with _quiet_stdout(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
                 problem.solve(
                     solver=SOLVER,
                     time_limit=self.time_limit_s,
