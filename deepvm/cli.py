@@ -127,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument(
         "--store",
         metavar="URI",
-        help="write the recommendations to this store "
-        "(default: $DEEPVM_STORE if set, else nothing is written)",
+        help="read benchmarks from and write the recommendations to this store "
+        "(default: $DEEPVM_STORE if set, else nothing is read or written)",
     )
     rec.add_argument(
         "--scenario",
@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="policies to sweep (default: all); repeatable",
     )
     sw.add_argument("--out", metavar="FILE.parquet", help="also write the results as Parquet")
+    sw.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
     _add_job(sw)
     _add_inputs(sw)
 
@@ -170,12 +171,76 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--workload", default="resnet50")
     fl.add_argument("--market", choices=("all", "spot", "on_demand"), default="all")
     fl.add_argument("--json", action="store_true", help="print JSON")
-    fl.add_argument("--store", metavar="URI", help="write the flopp rows to this store")
+    fl.add_argument(
+        "--store",
+        metavar="URI",
+        help="use the latest benchmarks in this store and write the flopp rows to it",
+    )
     fl.add_argument("--catalog", metavar="FILE")
     fl.add_argument("--throughput", metavar="FILE")
     fl.add_argument("--region")
 
     sub.add_parser("workloads", help="list the sample workloads")
+
+    bn = sub.add_parser(
+        "benchmark",
+        help="measure this machine on sample workloads (real training steps)",
+        description="Time real training steps of sample models with random weights and "
+        "synthetic batches on this machine; record achieved FLOP/s. Needs deepvm[bench].",
+    )
+    bn.add_argument(
+        "--workload",
+        action="append",
+        metavar="NAME",
+        help="workload to measure, repeatable, or 'all' (default: resnet50)",
+    )
+    bn.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help=f"timed steps (default: as many as fit in ~{25} s, 5 to 50)",
+    )
+    bn.add_argument("--warmup", type=int, default=2, metavar="N", help="untimed steps first")
+    bn.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="per-step batch (default: the workload's, per CPU or GPU)",
+    )
+    bn.add_argument(
+        "--instance-type",
+        metavar="TYPE",
+        help="record as this instance type (default: cloud metadata, else local:<cpu model>)",
+    )
+    bn.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    bn.add_argument("--store", metavar="URI", help="write the benchmarks rows to this store")
+    bn.add_argument("--json", action="store_true", help="print one JSON object")
+
+    sc = sub.add_parser(
+        "benchmark-scaling",
+        help="measure data-parallel speedup over node counts (DDP)",
+        description="Time a fixed amount of data-parallel training (PyTorch DDP; gloo on CPU, "
+        "NCCL on CUDA) at each world size and record duration and speedup vs 1. On one "
+        "machine it spawns local processes; on a cluster run it under torchrun (README).",
+    )
+    sc.add_argument("--workload", default="tiny")
+    sc.add_argument(
+        "--nodes",
+        default="1,2",
+        metavar="N,N,...",
+        help="world sizes to measure; must include 1 (default: 1,2)",
+    )
+    sc.add_argument(
+        "--global-batch",
+        type=int,
+        metavar="N",
+        help="samples per step over all ranks (default: the workload's batch x "
+        "the largest world size)",
+    )
+    sc.add_argument("--steps", type=int, default=20, metavar="N", help="steps per world size")
+    sc.add_argument("--instance-type", metavar="TYPE")
+    sc.add_argument("--store", metavar="URI", help="write the scaling rows to this store")
+    sc.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -223,6 +288,7 @@ def _inputs(args: argparse.Namespace) -> Any:
         overhead=args.overhead,
         quotas=args.quotas,
         region=args.region,
+        store=getattr(args, "store", None) or os.environ.get("DEEPVM_STORE"),
     )
 
 
@@ -348,7 +414,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         write_parquet_atomic(df, args.out)
     if args.json:
-        rows = json.loads(df.to_json(orient="records"))
+        rows = json.loads(df.to_json(orient="records", date_format="iso"))
         _print_json({"budgets": result.budgets, "results": rows})
         return 0
     shown = df.copy()
@@ -400,7 +466,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         _print_json(
             {
                 "snapshot": catalog.snapshot,
-                "instances": json.loads(df[columns].to_json(orient="records")),
+                "instances": json.loads(df[columns].to_json(orient="records", date_format="iso")),
             }
         )
         return 0
@@ -411,12 +477,16 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
-    from deepvm.flopp import flopp_table, load_throughput
+    from deepvm.flopp import flopp_table, latest_measurements, load_throughput, merge_measurements
     from deepvm.planner.fleet import build_fleet
     from deepvm.quotas import load_quotas
 
     catalog = load_catalog(args.catalog, region=args.region)
-    measured = load_throughput(args.throughput) if args.throughput else None
+    store = args.store or os.environ.get("DEEPVM_STORE")
+    measured = merge_measurements(
+        latest_measurements(store) if store else None,
+        load_throughput(args.throughput) if args.throughput else None,
+    )
     build_fleet(catalog, args.workload, quotas=load_quotas(), measured=measured)  # validates
     df = flopp_table(catalog, args.workload, measured)
     if args.market != "all":
@@ -426,7 +496,12 @@ def cmd_flopp(args: argparse.Namespace) -> int:
 
         print(f"wrote {write_flopp(df, args.store, catalog.snapshot)}", file=sys.stderr)
     if args.json:
-        _print_json({"workload": args.workload, "rows": json.loads(df.to_json(orient="records"))})
+        _print_json(
+            {
+                "workload": args.workload,
+                "rows": json.loads(df.to_json(orient="records", date_format="iso")),
+            }
+        )
         return 0
     shown = df.copy()
     shown["tflops"] = shown["achieved_flops"].map(_tflops)
@@ -473,12 +548,149 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCH_JSON_KEYS = (
+    "workload",
+    "instance_type",
+    "device",
+    "dtype",
+    "batch_size",
+    "flops_per_step",
+    "step_time_median_s",
+    "step_time_p10_s",
+    "step_time_p90_s",
+    "achieved_flops",
+    "samples_per_s",
+    "status",
+)
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from deepvm.bench import require_torch
+    from deepvm.workloads import WORKLOADS, get_workload
+
+    names = args.workload or ["resnet50"]
+    names = list(WORKLOADS) if "all" in names else names
+    for name in names:
+        get_workload(name)  # bad names fail before anything runs
+    if args.steps is not None and args.steps < 2:
+        raise DeepvmError(f"--steps {args.steps} must be >= 2")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise DeepvmError(f"--batch-size {args.batch_size} must be >= 1")
+    require_torch()
+    from deepvm.bench.run import OK, benchmark_frame, identify, run_benchmarks
+
+    hardware = identify(args.instance_type, args.device)
+
+    def report(result: Any) -> None:
+        if not args.json:
+            m = result.measurement
+            line = (
+                f"{result.workload}: {m.achieved_flops / 1e9:.1f} GFLOP/s, median step "
+                f"{m.step_time_median_s:.3f} s, p90/p10 "
+                f"{m.step_time_p90_s / m.step_time_p10_s:.3f}, {m.wall_s:.0f} s"
+                if m
+                else f"{result.workload}: FAILED {result.error}"
+            )
+            print(line, file=sys.stderr)
+
+    results = run_benchmarks(
+        names,
+        steps=args.steps,
+        warmup=args.warmup,
+        batch_size=args.batch_size,
+        device=hardware.device,
+        progress=not args.json,
+        on_result=report,
+    )
+    df = benchmark_frame(results, hardware, batch_size=args.batch_size)
+    if args.store:
+        from deepvm.results import write_benchmarks
+
+        print(f"wrote {write_benchmarks(df, args.store)}", file=sys.stderr)
+    rows = json.loads(df.to_json(orient="records", date_format="iso"))
+    if args.json:
+        _print_json({"results": [{k: r[k] for k in BENCH_JSON_KEYS} for r in rows]})
+    else:
+        for r in rows:
+            r["gflops"] = "-" if r["achieved_flops"] is None else f"{r['achieved_flops'] / 1e9:.1f}"
+            r["spread"] = (
+                "-"
+                if r["step_time_p10_s"] is None
+                else f"{r['step_time_p90_s'] / r['step_time_p10_s']:.3f}"
+            )
+        print(f"{hardware.instance_type} ({hardware.device}, {hardware.cpu_cores} cores)")
+        print(
+            _table(
+                rows,
+                [
+                    ("workload", "workload"),
+                    ("dtype", "dtype"),
+                    ("batch_size", "batch"),
+                    ("steps", "steps"),
+                    ("step_time_median_s", "median s"),
+                    ("spread", "p90/p10"),
+                    ("gflops", "GFLOP/s"),
+                    ("samples_per_s", "samples/s"),
+                    ("status", "status"),
+                ],
+            )
+        )
+    return 0 if any(r.status == OK for r in results) else 1
+
+
+def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
+    from deepvm.bench import require_torch
+    from deepvm.workloads import get_workload
+
+    get_workload(args.workload)
+    try:
+        nodes = sorted({int(v) for v in args.nodes.split(",")})
+    except ValueError:
+        raise DeepvmError(f"--nodes {args.nodes!r} must be comma-separated integers") from None
+    if nodes[0] < 1 or 1 not in nodes:
+        raise DeepvmError(f"--nodes {args.nodes!r} must be >= 1 and include 1 (the baseline)")
+    require_torch()
+    from deepvm.bench.scaling import measure_scaling, scaling_frame
+
+    points = measure_scaling(
+        args.workload,
+        nodes,
+        steps=args.steps,
+        global_batch=args.global_batch,
+        progress=not args.json,
+    )
+    df = scaling_frame(points, args.workload, args.instance_type)
+    if args.store:
+        from deepvm.results import write_scaling
+
+        print(f"wrote {write_scaling(df, args.store)}", file=sys.stderr)
+    rows = json.loads(df.to_json(orient="records", date_format="iso"))
+    if args.json:
+        _print_json({"results": rows})
+    else:
+        print(
+            _table(
+                rows,
+                [
+                    ("instance_type", "instance_type"),
+                    ("workload", "workload"),
+                    ("n_nodes", "nodes"),
+                    ("duration_s", "duration s"),
+                    ("speedup", "speedup"),
+                ],
+            )
+        )
+    return 0
+
+
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
     "catalog": cmd_catalog,
     "flopp": cmd_flopp,
     "workloads": cmd_workloads,
+    "benchmark": cmd_benchmark,
+    "benchmark-scaling": cmd_benchmark_scaling,
 }
 
 

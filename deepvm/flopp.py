@@ -34,6 +34,29 @@ def load_throughput(path: str | Path) -> pd.DataFrame:
     return df[list(THROUGHPUT_COLUMNS)].reset_index(drop=True)
 
 
+def latest_measurements(store_uri: str | Path) -> pd.DataFrame:
+    """The latest successful benchmark per (instance type, workload) in a store,
+    as throughput rows: instance_type, workload, flops."""
+    from deepvm.store import Store
+
+    df = Store.open(store_uri).read("benchmarks")
+    ok = df[(df["status"] == "ok") & (df["achieved_flops"] > 0)]
+    if ok.empty:
+        return pd.DataFrame(columns=list(THROUGHPUT_COLUMNS))
+    latest = ok.sort_values("measured_at").groupby(["instance_type", "workload"]).tail(1)
+    out = latest.rename(columns={"achieved_flops": "flops"})[list(THROUGHPUT_COLUMNS)]
+    return out.reset_index(drop=True)
+
+
+def merge_measurements(*tables: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Throughput tables combined; a later table's row wins for the same key."""
+    present = [t for t in tables if t is not None and not t.empty]
+    if not present:
+        return None
+    both = pd.concat(present, ignore_index=True)
+    return both.drop_duplicates(["instance_type", "workload"], keep="last").reset_index(drop=True)
+
+
 def node_throughput(
     catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
 ) -> pd.DataFrame:

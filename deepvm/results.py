@@ -81,3 +81,18 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def write_benchmarks(df: pd.DataFrame, store_uri: str | os.PathLike[str]) -> Path:
+    """One file per machine and day; re-measuring a workload replaces its row."""
+    name = _safe(str(df["instance_type"].iloc[0]))
+    return Store.open(store_uri).upsert(
+        "benchmarks", df, partition=today_utc(), name=name, key=["workload"]
+    )
+
+
+def write_scaling(df: pd.DataFrame, store_uri: str | os.PathLike[str]) -> Path:
+    name = _safe(f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}")
+    return Store.open(store_uri).upsert(
+        "scaling", df, partition=today_utc(), name=name, key=["n_nodes"]
+    )

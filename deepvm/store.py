@@ -254,6 +254,21 @@ class Store:
             tmp.unlink(missing_ok=True)
         return final
 
+    def upsert(
+        self, table: str, df: pd.DataFrame, *, partition: str | None, name: str, key: list[str]
+    ) -> Path:
+        """Like write, but rows of the existing file whose ``key`` the new rows do
+        not carry are kept: a re-run replaces what it measured again, nothing else."""
+        import pyarrow.parquet as pq
+
+        path = self.partition_dir(table, partition) / f"part-{name}.parquet"
+        if path.exists():
+            old = pq.read_table(path).to_pandas()
+            new_keys = set(map(tuple, df[key].astype(str).to_numpy()))
+            keep = [tuple(row) not in new_keys for row in old[key].astype(str).to_numpy()]
+            df = pd.concat([old[keep], df], ignore_index=True) if any(keep) else df
+        return self.write(table, df, partition=partition, name=name)
+
     def read(self, table: str) -> pd.DataFrame:
         """All partitions of a table as one DataFrame, the partition column included
         (as a string). Empty, with the schema's columns, when nothing was written."""

@@ -11,7 +11,7 @@ import pandas as pd
 
 from deepvm.catalog import Catalog, load_catalog
 from deepvm.errors import InputError
-from deepvm.flopp import load_throughput
+from deepvm.flopp import latest_measurements, load_throughput, merge_measurements
 from deepvm.overhead import SaturationModel, load_overhead_table, shipped_overhead_table
 from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES, Job
 from deepvm.planner.fleet import Fleet, build_fleet
@@ -46,15 +46,20 @@ class Inputs:
         overhead: str | Path | None = None,
         quotas: str | Path | None = None,
         region: str | None = None,
+        store: str | Path | None = None,
     ) -> Inputs:
         """Read the input files (None: the shipped data). User overhead rows take
-        precedence over the shipped defaults."""
+        precedence over the shipped defaults; ``throughput`` rows over the latest
+        successful benchmarks in ``store``."""
         tables = [load_overhead_table(overhead)] if overhead is not None else []
         tables.append(shipped_overhead_table())
         return cls(
             catalog=load_catalog(catalog, region=region),
             quotas=load_quotas(quotas),
-            measured=load_throughput(throughput) if throughput is not None else None,
+            measured=merge_measurements(
+                latest_measurements(store) if store is not None else None,
+                load_throughput(throughput) if throughput is not None else None,
+            ),
             overhead_tables=tuple(tables),
         )
 

@@ -1,0 +1,118 @@
+"""Benchmark runs: measure workloads on this machine and turn them into
+``benchmarks`` rows (DESIGN §3). A workload that fails becomes a failed row;
+the others still run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from deepvm import __version__
+from deepvm.bench.identity import Hardware, detect
+from deepvm.bench.measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
+
+OK, FAILED = "ok", "failed"
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    workload: str
+    status: str
+    measurement: Measurement | None
+    error: str = ""
+
+
+def run_benchmarks(
+    workloads: Sequence[str],
+    *,
+    steps: int | None = None,
+    warmup: int = DEFAULT_WARMUP,
+    batch_size: int | None = None,
+    device: str | None = None,
+    progress: bool = True,
+    on_result: Callable[[BenchmarkResult], None] | None = None,
+) -> list[BenchmarkResult]:
+    device = device or default_device()
+    results = []
+    for name in workloads:
+        try:
+            m = measure(
+                name,
+                batch_size=batch_size,
+                steps=steps,
+                warmup=warmup,
+                device=device,
+                progress=progress,
+            )
+            result = BenchmarkResult(name, OK, m)
+        except Exception as exc:  # OOM, a missing extra, a model that breaks: record it, go on
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            result = BenchmarkResult(name, FAILED, None, message)
+        finally:
+            _free_accelerator_memory(device)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def _free_accelerator_memory(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def benchmark_frame(
+    results: Sequence[BenchmarkResult],
+    hardware: Hardware,
+    *,
+    run_id: str | None = None,
+    measured_at: dt.datetime | None = None,
+    batch_size: int | None = None,
+) -> pd.DataFrame:
+    """The results as rows of the ``benchmarks`` table."""
+    run_id = run_id or uuid.uuid4().hex
+    when = pd.Timestamp(measured_at or dt.datetime.now(dt.UTC))
+    rows = []
+    for r in results:
+        m = r.measurement
+        rows.append(
+            {
+                "run_id": run_id,
+                "measured_at": when,
+                "instance_type": hardware.instance_type,
+                "hostname": hardware.hostname,
+                "device": hardware.device,
+                "accelerator_name": hardware.accelerator_name,
+                "accelerator_count": hardware.accelerator_count,
+                "workload": r.workload,
+                "dtype": m.dtype if m else step_dtype(hardware.device),
+                "batch_size": m.batch_size if m else batch_size,
+                "steps": m.steps if m else 0,
+                "step_time_median_s": m.step_time_median_s if m else None,
+                "step_time_p10_s": m.step_time_p10_s if m else None,
+                "step_time_p90_s": m.step_time_p90_s if m else None,
+                "flops_per_step": m.flops_per_step if m else None,
+                "achieved_flops": m.achieved_flops if m else None,
+                "samples_per_s": m.samples_per_s if m else None,
+                "status": r.status,
+                "error": r.error or None,
+                "cpu_model": hardware.cpu_model,
+                "cpu_cores": hardware.cpu_cores,
+                "memory_gib": hardware.memory_gib,
+                "wall_s": m.wall_s if m else None,
+                "torch_version": hardware.torch_version,
+                "cuda_version": hardware.cuda_version,
+                "deepvm_version": __version__,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def identify(instance_type: str | None, device: str | None = None) -> Hardware:
+    return detect(instance_type, device or default_device())
