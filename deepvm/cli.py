@@ -38,6 +38,12 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--quotas", metavar="FILE", help="vCPU quotas (quota_group, market, vcpus)")
     g.add_argument("--region", help="plan in this region of a multi-region catalog")
+    g.add_argument(
+        "--saturation",
+        metavar="FILE",
+        help="network saturation points "
+        "(bandwidth_gbps, workers) replacing the shipped N_sat table",
+    )
 
 
 def _add_job(p: argparse.ArgumentParser) -> None:
@@ -216,6 +222,29 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--store", metavar="URI", help="write the benchmarks rows to this store")
     bn.add_argument("--json", action="store_true", help="print one JSON object")
 
+    ft = sub.add_parser(
+        "fit",
+        help="fit the overhead (speedup) models to scaling measurements",
+        description="Fit every speedup model (deepvm, logistic, amdahl, usl, linear) per "
+        "(instance type, workload), score them by leave-one-out error and select the best. "
+        "With --store the fits are written there, and recommend/sweep/flopp use them.",
+    )
+    src = ft.add_mutually_exclusive_group()
+    src.add_argument(
+        "--scaling",
+        metavar="FILE",
+        help="instance_type, workload, n_nodes and "
+        "duration_s or speedup (CSV or Parquet); default: the store's scaling rows",
+    )
+    ft.add_argument(
+        "--store",
+        metavar="URI",
+        help="read scaling rows from (without --scaling) "
+        "and write overhead_models rows to this store",
+    )
+    ft.add_argument("--plot", metavar="DIR", help="write one PNG per group here")
+    ft.add_argument("--json", action="store_true", help="print one JSON object")
+
     sc = sub.add_parser(
         "benchmark-scaling",
         help="measure data-parallel speedup over node counts (DDP)",
@@ -289,6 +318,7 @@ def _inputs(args: argparse.Namespace) -> Any:
         quotas=args.quotas,
         region=args.region,
         store=getattr(args, "store", None) or os.environ.get("DEEPVM_STORE"),
+        saturation=args.saturation,
     )
 
 
@@ -683,6 +713,64 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    from deepvm.fitting import fit_all, load_scaling, store_scaling
+
+    store = args.store or os.environ.get("DEEPVM_STORE")
+    if args.scaling:
+        points = load_scaling(args.scaling)
+    elif store:
+        points = store_scaling(store)
+    else:
+        raise DeepvmError("give --scaling FILE or --store URI (where benchmark-scaling wrote)")
+    report = fit_all(points)
+    for (itype, workload), why in report.skipped.items():
+        print(f"not fitted: {itype}/{workload}: {why}", file=sys.stderr)
+    if args.plot and report.fits:
+        from deepvm.plots import plot_fits
+
+        for path in plot_fits(report.fits, points, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
+    if store and report.fits:
+        from deepvm.results import write_fits
+
+        print(f"wrote {write_fits(report.fits, store)}", file=sys.stderr)
+    if args.json:
+        _print_json({"models": [f.as_dict() for f in report.fits]})
+        return 0
+    rows = []
+    for f in report.fits:
+        rows.append(
+            {
+                "instance_type": f.instance_type,
+                "workload": f.workload,
+                "model": f.model.describe(),
+                "rmse": f.rmse,
+                "loo_rmse": f.loo_rmse,
+                "r2": f.r2,
+                "n": f.n_points,
+                "selected": "*" if f.selected else "",
+            }
+        )
+    if rows:
+        print(
+            _table(
+                rows,
+                [
+                    ("instance_type", "instance_type"),
+                    ("workload", "workload"),
+                    ("model", "model"),
+                    ("rmse", "rmse"),
+                    ("loo_rmse", "loo rmse"),
+                    ("r2", "r2"),
+                    ("n", "points"),
+                    ("selected", "selected"),
+                ],
+            )
+        )
+    return 0 if report.fits else 1
+
+
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
@@ -691,6 +779,7 @@ COMMANDS = {
     "workloads": cmd_workloads,
     "benchmark": cmd_benchmark,
     "benchmark-scaling": cmd_benchmark_scaling,
+    "fit": cmd_fit,
 }
 
 

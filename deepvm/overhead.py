@@ -148,6 +148,19 @@ class SaturationModel:
         return np.floor(value + 1e-9).astype(np.int64)
 
 
+def load_saturation(path: str | Path) -> SaturationModel:
+    """A saturation file: bandwidth_gbps, workers (monotone, positive)."""
+    from deepvm.inputs import numeric_column, read_table
+
+    df = read_table(path, ("bandwidth_gbps", "workers"), "saturation")
+    bw = numeric_column(df, "bandwidth_gbps", "saturation", strictly_positive=True, key="")
+    workers = numeric_column(df, "workers", "saturation", minimum=1, key="")
+    try:
+        return SaturationModel.from_points(list(zip(bw, workers, strict=True)))
+    except InputError as exc:
+        raise InputError(f"saturation file {str(path)!r}: {exc}") from None
+
+
 # --- overhead tables: which model each (instance type, workload) uses ------------
 
 OVERHEAD_COLUMNS = ("instance_type", "workload", "model")

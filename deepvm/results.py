@@ -6,10 +6,12 @@ import datetime as dt
 import os
 import re
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from deepvm.fitting import Fit, fits_frame
 from deepvm.planner.api import RecommendResult
 from deepvm.store import Store
 
@@ -95,4 +97,12 @@ def write_scaling(df: pd.DataFrame, store_uri: str | os.PathLike[str]) -> Path:
     name = _safe(f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}")
     return Store.open(store_uri).upsert(
         "scaling", df, partition=today_utc(), name=name, key=["n_nodes"]
+    )
+
+
+def write_fits(fits: Sequence[Fit], store_uri: str | os.PathLike[str]) -> Path:
+    """``overhead_models`` rows of today; a refit of a group replaces its rows."""
+    df = fits_frame(fits)
+    return Store.open(store_uri).upsert(
+        "overhead_models", df, partition=today_utc(), name="fits", key=["instance_type", "workload"]
     )

@@ -91,6 +91,10 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("samples_per_s", pa.float64()),
                 ("status", pa.string()),
                 ("error", pa.string()),
+                ("cpu_model", pa.string()),
+                ("cpu_cores", pa.int64()),
+                ("memory_gib", pa.float64()),
+                ("wall_s", pa.float64()),
                 *_software,
             ]
         ),
@@ -106,6 +110,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("duration_s", pa.float64()),
                 ("speedup", pa.float64()),
                 ("source", pa.string()),
+                ("measured_at", _ts),
             ]
         ),
     ),

@@ -15,6 +15,7 @@ def scaling_rows(n: int) -> pd.DataFrame:
             "duration_s": [10.0 / k for k in range(1, n + 1)],
             "speedup": [float(k) for k in range(1, n + 1)],
             "source": ["measured"] * n,
+            "measured_at": [pd.Timestamp("2026-12-01", tz="UTC")] * n,
         }
     )
 

@@ -12,7 +12,12 @@ import pandas as pd
 from deepvm.catalog import Catalog, load_catalog
 from deepvm.errors import InputError
 from deepvm.flopp import latest_measurements, load_throughput, merge_measurements
-from deepvm.overhead import SaturationModel, load_overhead_table, shipped_overhead_table
+from deepvm.overhead import (
+    SaturationModel,
+    load_overhead_table,
+    load_saturation,
+    shipped_overhead_table,
+)
 from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES, Job
 from deepvm.planner.fleet import Fleet, build_fleet
 from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
@@ -47,11 +52,17 @@ class Inputs:
         quotas: str | Path | None = None,
         region: str | None = None,
         store: str | Path | None = None,
+        saturation: str | Path | None = None,
     ) -> Inputs:
         """Read the input files (None: the shipped data). User overhead rows take
         precedence over the shipped defaults; ``throughput`` rows over the latest
         successful benchmarks in ``store``."""
+        from deepvm.fitting import fitted_overhead_table
+
         tables = [load_overhead_table(overhead)] if overhead is not None else []
+        fitted = fitted_overhead_table(store) if store is not None else None
+        if fitted is not None:
+            tables.append(fitted)
         tables.append(shipped_overhead_table())
         return cls(
             catalog=load_catalog(catalog, region=region),
@@ -61,6 +72,9 @@ class Inputs:
                 load_throughput(throughput) if throughput is not None else None,
             ),
             overhead_tables=tuple(tables),
+            saturation=(
+                load_saturation(saturation) if saturation is not None else SaturationModel()
+            ),
         )
 
     def fleet(self, workload: str) -> Fleet:

@@ -1,0 +1,319 @@
+"""Fitting the speedup models of :mod:`deepvm.overhead` to scaling measurements.
+
+For each (instance type, workload): speedups s(n) = duration(1) / duration(n)
+(or given directly), every model kind fitted by bounded least squares on the
+points with n >= 2 (s(1) = 1 holds by definition for every kind, so n = 1
+carries no information), scored by leave-one-out RMSE, the best one selected.
+The ``deepvm`` and ``logistic`` kinds share one fitted logistic (a, b, c),
+fitted from many starting points because it has poor local minima.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from deepvm.errors import InputError
+from deepvm.overhead import MODEL_PARAMS, SpeedupModel, speedup
+
+MIN_NODE_COUNTS = 3
+SELECT_RTOL = 0.05
+# Simpler kinds first: among equal scores the simpler model is selected.
+FIT_ORDER = ("linear", "amdahl", "usl", "logistic", "deepvm")
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Fit:
+    instance_type: str
+    workload: str
+    model: SpeedupModel
+    rmse: float
+    loo_rmse: float
+    r2: float
+    n_points: int
+    selected: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "instance_type": self.instance_type,
+            "workload": self.workload,
+            "model": self.model.kind,
+            "params": dict(self.model.params),
+            "rmse": self.rmse,
+            "loo_rmse": self.loo_rmse,
+            "r2": self.r2,
+            "n_points": self.n_points,
+            "selected": self.selected,
+        }
+
+
+@dataclass(frozen=True)
+class FitReport:
+    fits: list[Fit]
+    skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # group -> why
+
+
+# --- input ------------------------------------------------------------------------
+
+
+def scaling_points(df: pd.DataFrame, what: str = "scaling") -> pd.DataFrame:
+    """Validate scaling rows and return instance_type, workload, n_nodes, speedup.
+
+    Needs ``duration_s`` or ``speedup``; with durations only, every group needs
+    its n = 1 row. Errors name the row (1-based data row)."""
+    from deepvm.inputs import numeric_column, reject_duplicates, text_column
+
+    path = df.attrs.get("source_path")
+    where = f"{what} file {path!r}" if path else what
+    for column in ("instance_type", "workload", "n_nodes"):
+        if column not in df.columns:
+            raise InputError(f"{where} lacks column {column}")
+    if "duration_s" not in df.columns and "speedup" not in df.columns:
+        raise InputError(f"{where} needs a duration_s or a speedup column")
+    out = pd.DataFrame(
+        {
+            "instance_type": text_column(df, "instance_type", what),
+            "workload": text_column(df, "workload", what),
+        }
+    )
+    out.attrs.update(df.attrs)  # errors keep naming the file
+    n = numeric_column(df, "n_nodes", what, minimum=1)
+    if (n != np.floor(n)).any():
+        i = int(np.flatnonzero((n != np.floor(n)).to_numpy())[0])
+        raise InputError(f"{where}: row {i + 1}: n_nodes={n.iloc[i]:g} must be an integer")
+    out["n_nodes"] = n.astype(int)
+    reject_duplicates(out, ["instance_type", "workload", "n_nodes"], what)
+    speed = (
+        numeric_column(df, "speedup", what, strictly_positive=True, allow_missing=True)
+        if "speedup" in df.columns
+        else pd.Series(np.nan, index=df.index)
+    )
+    if "duration_s" in df.columns:
+        duration = numeric_column(
+            df, "duration_s", what, strictly_positive=True, allow_missing="speedup" in df.columns
+        )
+        base = {}
+        for i, row in enumerate(out.itertuples(index=False)):
+            if row.n_nodes == 1 and not math.isnan(duration.iloc[i]):
+                base[(row.instance_type, row.workload)] = duration.iloc[i]
+        for i, row in enumerate(out.itertuples(index=False)):
+            if math.isnan(speed.iloc[i]) and not math.isnan(duration.iloc[i]):
+                key = (row.instance_type, row.workload)
+                if key not in base:
+                    raise InputError(
+                        f"{where}: row {i + 1}: group {row.instance_type}/{row.workload} has "
+                        "durations but no n_nodes=1 row to compute speedups from"
+                    )
+                speed.iloc[i] = base[key] / duration.iloc[i]
+    missing = speed.isna()
+    if missing.any():
+        i = int(np.flatnonzero(missing.to_numpy())[0])
+        raise InputError(f"{where}: row {i + 1}: neither speedup nor duration_s is given")
+    out["speedup"] = speed.to_numpy(float)
+    return out
+
+
+def load_scaling(path: str | Path) -> pd.DataFrame:
+    from deepvm.inputs import read_table
+
+    return scaling_points(read_table(path, ("instance_type", "workload", "n_nodes"), "scaling"))
+
+
+def store_scaling(store_uri: str | Path) -> pd.DataFrame:
+    """The newest run's scaling rows of each (instance type, workload) in a store."""
+    from deepvm.store import Store
+
+    df = Store.open(store_uri).read("scaling")
+    if df.empty:
+        raise InputError(
+            f"store {str(store_uri)!r} has no scaling rows; run "
+            "`deepvm benchmark-scaling --store ...` first"
+        )
+    df = df.sort_values(["run_date", "measured_at"])
+    latest = df.groupby(["instance_type", "workload"])["run_id"].transform("last")
+    return scaling_points(df[df["run_id"] == latest].reset_index(drop=True))
+
+
+# --- fitting ----------------------------------------------------------------------
+
+
+def _residual_fn(kind: str, n: Floats, y: Floats) -> Callable[[Floats], Floats]:
+    names = MODEL_PARAMS["logistic" if kind == "deepvm" else kind]
+
+    def residuals(theta: Floats) -> Floats:
+        model = SpeedupModel.__new__(SpeedupModel)  # skip validation inside the solver loop
+        object.__setattr__(model, "kind", "logistic" if kind == "deepvm" else kind)
+        object.__setattr__(model, "params", dict(zip(names, theta, strict=True)))
+        object.__setattr__(model, "source", "fit")
+        return speedup(model, n) - y
+
+    return residuals
+
+
+def _starts(
+    kind: str, n: Floats, y: Floats
+) -> tuple[list[list[float]], tuple[list[float], list[float]]]:
+    top_n, top_y = float(n.max()), float(max(y.max(), 1.0))
+    if kind == "amdahl":
+        return [[0.5], [0.9], [0.99]], ([0.0], [1.0])
+    if kind == "usl":
+        return (
+            [[a, b] for a in (0.0, 0.05, 0.3) for b in (0.0, 1e-3, 1e-2)],
+            ([0.0, 0.0], [10.0, 10.0]),
+        )
+    # logistic: c is the plateau, b the inflection point, a the steepness
+    starts = [
+        [a, b, c]
+        for a, b, c in itertools.product(
+            (0.05, 0.2, 1.0),
+            (top_n / 4, top_n / 2, top_n, 2 * top_n),
+            (top_y, 2 * top_y, 4 * top_y),
+        )
+    ]
+    return starts, ([1e-4, -top_n, 1e-3], [20.0, 20 * top_n, 100 * top_y])
+
+
+def _fit_params(kind: str, n: Floats, y: Floats) -> dict[str, float]:
+    from scipy.optimize import least_squares
+
+    if kind == "linear":
+        return {}
+    names = MODEL_PARAMS["logistic" if kind == "deepvm" else kind]
+    fn = _residual_fn(kind, n, y)
+    starts, bounds = _starts(kind, n, y)
+    best_cost, best = math.inf, starts[0]
+    for start in starts:
+        x0 = np.clip(start, bounds[0], bounds[1])
+        result = least_squares(fn, x0, bounds=bounds, method="trf", max_nfev=2000)
+        if result.cost < best_cost:
+            best_cost, best = float(result.cost), list(result.x)
+    return dict(zip(names, map(float, best), strict=True))
+
+
+def fit_group(
+    instance_type: str,
+    workload: str,
+    n_nodes: Sequence[int],
+    speedups: Sequence[float],
+    *,
+    source: str = "fitted",
+) -> list[Fit]:
+    """Every model kind fitted to one group and scored by leave-one-out RMSE. The
+    selected model is the simplest whose score is within SELECT_RTOL of the best:
+    nested kinds (amdahl inside usl, linear inside both) fit noise a little better
+    and would otherwise win on data their simpler parent generated."""
+    n_all = np.asarray(n_nodes, dtype=float)
+    y_all = np.asarray(speedups, dtype=float)
+    used = n_all >= 2
+    n, y = n_all[used], y_all[used]
+    # Fitted parameters on all points and with each point held out, per fitted
+    # kind; deepvm reuses the logistic's.
+    fitted = {}
+    for kind in ("amdahl", "usl", "logistic"):
+        full = _fit_params(kind, n, y)
+        held = [_fit_params(kind, np.delete(n, k), np.delete(y, k)) for k in range(len(n))]
+        fitted[kind] = (full, held)
+    fitted["deepvm"] = fitted["logistic"]
+    fitted["linear"] = ({}, [{} for _ in range(len(n))])
+    sst = float(np.sum((y - y.mean()) ** 2))
+    fits = []
+    for kind in FIT_ORDER:
+        full, held = fitted[kind]
+        model = SpeedupModel(kind, full, source=source)
+        sse = float(np.sum((model(n) - y) ** 2))
+        loo = [SpeedupModel(kind, held[k])(n[k : k + 1])[0] - y[k] for k in range(len(n))]
+        fits.append(
+            Fit(
+                instance_type,
+                workload,
+                model,
+                rmse=math.sqrt(sse / len(n)),
+                loo_rmse=math.sqrt(float(np.mean(np.square(loo)))),
+                r2=1 - sse / sst if sst > 0 else float("nan"),
+                n_points=len(n_all),
+            )
+        )
+    best = min(f.loo_rmse for f in fits)
+    chosen = next(k for k, f in enumerate(fits) if f.loo_rmse <= best * (1 + SELECT_RTOL) + 1e-12)
+    return [Fit(**{**f.__dict__, "selected": k == chosen}) for k, f in enumerate(fits)]
+
+
+def fit_all(points: pd.DataFrame, *, source: str = "fitted") -> FitReport:
+    """Fit every (instance type, workload) group with enough distinct node counts."""
+    fits: list[Fit] = []
+    skipped: dict[tuple[str, str], str] = {}
+    for (itype, workload), group in points.groupby(["instance_type", "workload"], sort=True):
+        counts = sorted(group["n_nodes"].unique())
+        if len(counts) < MIN_NODE_COUNTS:
+            skipped[(str(itype), str(workload))] = (
+                f"{len(counts)} distinct node count(s) {counts}; a fit needs at least "
+                f"{MIN_NODE_COUNTS} (the planner keeps the shipped or default model)"
+            )
+            continue
+        fits += fit_group(
+            str(itype),
+            str(workload),
+            group["n_nodes"].tolist(),
+            group["speedup"].tolist(),
+            source=source,
+        )
+    return FitReport(fits, skipped)
+
+
+def fits_frame(fits: Sequence[Fit]) -> pd.DataFrame:
+    """``overhead_models`` rows (params as JSON text)."""
+    return pd.DataFrame(
+        [
+            {
+                "instance_type": f.instance_type,
+                "workload": f.workload,
+                "model": f.model.kind,
+                "params": json.dumps(dict(f.model.params), sort_keys=True),
+                "rmse": f.rmse,
+                "loo_rmse": f.loo_rmse,
+                "r2": f.r2,
+                "n_points": f.n_points,
+                "selected": f.selected,
+            }
+            for f in fits
+        ]
+    )
+
+
+def fitted_overhead_table(store_uri: str | Path) -> pd.DataFrame | None:
+    """The selected models of the newest fit per group in a store, as an overhead
+    table (instance_type, workload, model, a, b, c, p, alpha, beta, source)."""
+    from deepvm.store import Store
+
+    df = Store.open(store_uri).read("overhead_models")
+    df = df[df["selected"]]
+    if df.empty:
+        return None
+    df = df.sort_values("fitted_date").groupby(["instance_type", "workload"]).tail(1)
+    rows = []
+    for r in df.to_dict("records"):
+        params = json.loads(r["params"])
+        rows.append(
+            {
+                "instance_type": r["instance_type"],
+                "workload": r["workload"],
+                "model": r["model"],
+                **params,
+                "source": f"fitted:{r['fitted_date']}",
+            }
+        )
+    table = pd.DataFrame(rows)
+    for column in ("a", "b", "c", "p", "alpha", "beta"):
+        if column not in table:
+            table[column] = np.nan
+    return table.reset_index(drop=True)
