@@ -245,6 +245,24 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--plot", metavar="DIR", help="write one PNG per group here")
     ft.add_argument("--json", action="store_true", help="print one JSON object")
 
+    nt = sub.add_parser(
+        "nightly",
+        help="refresh prices, FLOPP, refit, re-plan every registered job",
+        description="The nightly run without Prefect: prices -> FLOPP -> refit (when there "
+        "are newer scaling runs) -> re-plan every job of the scenarios file -> change report.",
+    )
+    nt.add_argument(
+        "--store", metavar="URI", help="the store (default: $DEEPVM_STORE, else ./deepvm-store)"
+    )
+    nt.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
+    )
+    nt.add_argument("--source", default="snapshot", help="price source (default: snapshot)")
+    nt.add_argument("--date", metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)")
+    nt.add_argument("--json", action="store_true", help="print one JSON object")
+
     sc = sub.add_parser(
         "benchmark-scaling",
         help="measure data-parallel speedup over node counts (DDP)",
@@ -771,6 +789,56 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0 if report.fits else 1
 
 
+def cmd_nightly(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from deepvm.pipeline import nightly
+    from deepvm.report import change_report_markdown
+    from deepvm.scenarios import load_scenarios
+    from deepvm.store import store_root
+
+    if args.date:
+        try:
+            dt.date.fromisoformat(args.date)
+        except ValueError:
+            raise DeepvmError(f"--date {args.date!r} must be YYYY-MM-DD") from None
+    scenarios = load_scenarios(args.scenarios)
+    store = str(store_root(args.store))
+    report = nightly(store, scenarios, source=args.source, snapshot_date=args.date)
+    failed = [p for p in report.plans if p.error]
+    if args.json:
+        _print_json(
+            {
+                "snapshot_date": report.snapshot_date,
+                "store": store,
+                "prices": {
+                    "source": report.prices.source,
+                    "stale": report.prices.stale,
+                    "rows": report.prices.rows,
+                    "attempts": report.prices.attempts,
+                    "error": report.prices.error,
+                },
+                "refitted_models": report.refitted,
+                "plans": [
+                    {
+                        "scenario": p.scenario,
+                        "error": p.error,
+                        "recommendations": 0
+                        if p.recommendations is None
+                        else len(p.recommendations),
+                    }
+                    for p in report.plans
+                ],
+                "changes": json.loads(report.changes.to_json(orient="records")),
+            }
+        )
+    else:
+        print(change_report_markdown(report.changes, stale=report.prices.stale))
+        for p in failed:
+            print(f"job {p.scenario} not planned: {p.error}", file=sys.stderr)
+    return 0 if len(failed) < len(report.plans) else 1
+
+
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
@@ -780,6 +848,7 @@ COMMANDS = {
     "benchmark": cmd_benchmark,
     "benchmark-scaling": cmd_benchmark_scaling,
     "fit": cmd_fit,
+    "nightly": cmd_nightly,
 }
 
 

@@ -70,7 +70,8 @@ LINEAR = SpeedupModel("linear", {}, source="linear-fallback")
 def logistic(n: npt.ArrayLike, a: float, b: float, c: float) -> npt.NDArray[np.float64]:
     """S(n) = c / (1 + exp(-a (n - b)))."""
     x = np.asarray(n, dtype=float)
-    return c / (1.0 + np.exp(-a * (x - b)))
+    with np.errstate(over="ignore"):  # exp overflow -> inf -> S = 0, which is right
+        return c / (1.0 + np.exp(-a * (x - b)))
 
 
 def deepvm_factor(n: npt.ArrayLike, a: float, b: float, c: float) -> npt.NDArray[np.float64]:

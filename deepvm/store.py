@@ -297,3 +297,36 @@ class Store:
             partition_base_dir=str(folder),
         )
         return dataset.to_table().to_pandas()
+
+
+TABLE_DOCS = {
+    "instances": "instance types and their specs (one file per price source)",
+    "prices": "USD per hour per instance type, market and zone; `stale` marks a snapshot "
+    "carried forward because the source failed",
+    "benchmarks": "one row per measured workload per machine and run",
+    "scaling": "duration of a fixed amount of data-parallel work per node count",
+    "checkpoint_transfer": "checkpoint transfer measurements (for the saturation model)",
+    "overhead_models": "every fitted speedup model per group; `params` is JSON",
+    "flopp": "FLOP per USD per instance type, workload and market",
+    "recommendations": "ranked clusters per job (`scenario`), policy and snapshot",
+}
+
+
+def describe_tables() -> str:
+    """Markdown for every table: partition, columns and Arrow types (the README's
+    table section is generated from this, so it cannot drift from the schemas)."""
+    lines = []
+    for table, (partition, schema) in TABLES.items():
+        where = (
+            f"`{table}/{partition}=YYYY-MM-DD/part-*.parquet`"
+            if partition
+            else f"`{table}/part-*.parquet`"
+        )
+        lines.append(f"**{table}** ({where}): {TABLE_DOCS[table]}.")
+        columns = [f"`{f.name}` {f.type}" for f in schema]
+        if partition:
+            columns.append(f"`{partition}` date (from the path)")
+        lines.append("")
+        lines.append(", ".join(columns))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

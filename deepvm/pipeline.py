@@ -1,0 +1,322 @@
+"""The store-level stages the nightly run chains (DESIGN §2): prices -> FLOPP ->
+refit -> re-plan every registered job -> change report. Each stage reads what
+the one before it wrote; the CLI (`deepvm nightly`) and the Prefect flows in
+``flows/`` call these same functions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from deepvm.catalog.common import Catalog
+from deepvm.catalog.sources import PriceData, catalog_from_tables, get_source
+from deepvm.errors import DeepvmError
+from deepvm.scenarios import Scenario
+from deepvm.store import Store
+
+log = logging.getLogger("deepvm")
+
+DEFAULT_RETRIES = 3
+DEFAULT_BACKOFF_S = 2.0
+
+
+class PriceSourceError(DeepvmError):
+    """A price source failed and the store has no earlier snapshot to fall back to."""
+
+
+def today() -> str:
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def _safe(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "source"
+
+
+# --- prices -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PriceRefresh:
+    snapshot_date: str
+    source: str
+    stale: bool
+    rows: int
+    attempts: int
+    error: str | None = None
+    fallback_from: str | None = None
+
+
+def refresh_prices(
+    store_uri: str | Path,
+    source: str = "snapshot",
+    *,
+    snapshot_date: str | None = None,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PriceRefresh:
+    """Fetch prices and specs from ``source`` into the store's ``prices`` (partition
+    ``snapshot_date``) and ``instances`` tables.
+
+    Transient failures are retried with exponential backoff (backoff_s, 2x, 4x, ...).
+    When the source still fails, the newest earlier snapshot is carried into this
+    date with ``stale = true`` and the result says so; nothing stored is changed
+    otherwise. Bad input (an unknown source, an invalid catalog) is raised at once.
+    """
+    from deepvm.errors import InputError
+
+    store = Store.open(store_uri)
+    date = snapshot_date or today()
+    src = get_source(source)
+    backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
+    error: str | None = None
+    attempts = 0
+    data: PriceData | None = None
+    for attempts in range(1, retries + 2):
+        try:
+            data = src.fetch()
+            break
+        except InputError:
+            raise
+        except Exception as exc:  # network, throttling, 5xx: worth another try
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            log.warning("price source %s failed (attempt %d): %s", src.name, attempts, error)
+            if attempts <= retries:
+                sleep(backoff * 2 ** (attempts - 1))
+    if data is not None:
+        name = _safe(src.name)
+        store.write("instances", data.instances, partition=None, name=name)
+        store.write("prices", data.prices, partition=date, name=name)
+        return PriceRefresh(date, src.name, False, len(data.prices), attempts)
+    return _fall_back(store, date, src.name, attempts, error or "unknown error")
+
+
+def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) -> PriceRefresh:
+    prices = store.read("prices")
+    if prices.empty:
+        raise PriceSourceError(
+            f"price source {source!r} failed after {attempts} attempt(s) ({error}) and the "
+            "store has no earlier snapshot to fall back to"
+        )
+    same_day = prices[prices["snapshot_date"] == date]
+    if not same_day.empty:  # an earlier run today succeeded: leave it exactly as it is
+        return PriceRefresh(
+            date,
+            source,
+            bool(same_day["stale"].any()),
+            len(same_day),
+            attempts,
+            error,
+            fallback_from=date,
+        )
+    newest = prices["snapshot_date"].max()
+    carried = prices[prices["snapshot_date"] == newest].drop(columns="snapshot_date").copy()
+    carried["stale"] = True
+    store.write("prices", carried, partition=date, name=_safe(source))
+    log.warning("price source %s failed; carried %s's snapshot forward as stale", source, newest)
+    return PriceRefresh(date, source, True, len(carried), attempts, error, fallback_from=newest)
+
+
+def catalog_from_store(store_uri: str | Path, snapshot_date: str | None = None) -> Catalog:
+    """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
+    store = Store.open(store_uri)
+    prices = store.read("prices")
+    instances = store.read("instances")
+    if prices.empty or instances.empty:
+        raise DeepvmError(
+            f"store {str(store_uri)!r} has no prices yet: run "
+            "`deepvm nightly` or the refresh-prices flow first"
+        )
+    if snapshot_date is not None:
+        prices = prices[prices["snapshot_date"] <= snapshot_date]
+    newest = prices["snapshot_date"].max()
+    snap = prices[prices["snapshot_date"] == newest]
+    instances = instances.drop_duplicates("instance_type", keep="last")
+    label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")
+    return catalog_from_tables(instances, snap, label)
+
+
+# --- FLOPP, refit -------------------------------------------------------------------
+
+
+def compute_flopp(
+    store_uri: str | Path, workloads: Sequence[str], snapshot_date: str | None = None
+) -> list[Path]:
+    from deepvm.flopp import flopp_table, latest_measurements
+    from deepvm.results import write_flopp
+
+    date = snapshot_date or today()
+    catalog = catalog_from_store(store_uri, date)
+    measured = latest_measurements(store_uri)
+    return [
+        write_flopp(flopp_table(catalog, w, measured), store_uri, catalog.snapshot, date)
+        for w in sorted(set(workloads))
+    ]
+
+
+def refit_if_new(store_uri: str | Path) -> list[object] | None:
+    """Refit the overhead models when scaling rows are newer than the last fit."""
+    from deepvm.fitting import fit_all, store_scaling
+    from deepvm.results import write_fits
+
+    store = Store.open(store_uri)
+    scaling = store.read("scaling")
+    if scaling.empty:
+        return None
+    fits = store.read("overhead_models")
+    newest_measurement = str(scaling["run_date"].max())
+    if not fits.empty and str(fits["fitted_date"].max()) > newest_measurement:
+        return None
+    report = fit_all(store_scaling(store_uri))
+    if report.fits:
+        write_fits(report.fits, store_uri)
+    return list(report.fits)
+
+
+# --- re-planning and the change report ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    scenario: str
+    recommendations: pd.DataFrame | None  # the rows written, or None
+    error: str | None = None
+
+
+def replan(
+    store_uri: str | Path, scenarios: Sequence[Scenario], snapshot_date: str | None = None
+) -> list[PlanOutcome]:
+    """Re-plan every job on the store's newest prices; one job's failure (an
+    infeasible budget, say) is reported and the others still run."""
+    from deepvm.planner.api import Inputs, recommend
+    from deepvm.results import recommendations_frame, write_recommendations
+
+    date = snapshot_date or today()
+    base = Inputs.load(store=store_uri)
+    inputs = Inputs(
+        catalog_from_store(store_uri, date),
+        base.quotas,
+        base.measured,
+        base.overhead_tables,
+        base.saturation,
+    )
+    outcomes = []
+    for job in scenarios:
+        try:
+            result = recommend(
+                job.budget,
+                workload=job.workload,
+                checkpoint_gb=job.checkpoint_gb,
+                checkpoint_versions=job.checkpoint_versions,
+                objective=job.objective,
+                policies=job.policies,
+                top=job.top,
+                inputs=inputs,
+            )
+        except DeepvmError as exc:
+            outcomes.append(PlanOutcome(job.name, None, str(exc)))
+            continue
+        write_recommendations(result, store_uri, scenario=job.name, snapshot_date=date)
+        frame = recommendations_frame(
+            result, scenario=job.name, run_id="", created_at=dt.datetime.now(dt.UTC)
+        )
+        outcomes.append(PlanOutcome(job.name, frame))
+    return outcomes
+
+
+CHANGE_COLUMNS = [
+    "scenario",
+    "changed",
+    "previous_date",
+    "old_cluster",
+    "new_cluster",
+    "old_hourly_cost",
+    "new_hourly_cost",
+    "old_throughput_flops",
+    "new_throughput_flops",
+]
+
+
+def _cluster(row: pd.Series) -> str:
+    text = f"{row['n_workers']} x {row['worker_type']} ({row['architecture']})"
+    if isinstance(row.get("remote_type"), str):
+        text += f" + {row['n_remote']} x {row['remote_type']}"
+    return text
+
+
+def change_report(store_uri: str | Path, snapshot_date: str | None = None) -> pd.DataFrame:
+    """Per job: today's top ``deepvm`` recommendation against the previous snapshot's."""
+    date = snapshot_date or today()
+    recs = Store.open(store_uri).read("recommendations")
+    top = recs[(recs["policy"] == "deepvm") & (recs["rank"] == 1)]
+    rows = []
+    for scenario, group in top.groupby("scenario"):
+        now = group[group["snapshot_date"] == date]
+        if now.empty:
+            continue
+        new = now.iloc[-1]
+        before = group[group["snapshot_date"] < date]
+        old = (
+            before[before["snapshot_date"] == before["snapshot_date"].max()].iloc[-1]
+            if not before.empty
+            else None
+        )
+        rows.append(
+            {
+                "scenario": scenario,
+                "changed": old is None or _cluster(old) != _cluster(new),
+                "previous_date": None if old is None else old["snapshot_date"],
+                "old_cluster": None if old is None else _cluster(old),
+                "new_cluster": _cluster(new),
+                "old_hourly_cost": None if old is None else float(old["hourly_cost"]),
+                "new_hourly_cost": float(new["hourly_cost"]),
+                "old_throughput_flops": None if old is None else float(old["throughput_flops"]),
+                "new_throughput_flops": float(new["throughput_flops"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
+
+
+# --- the whole night ----------------------------------------------------------------
+
+
+@dataclass
+class NightlyReport:
+    snapshot_date: str
+    prices: PriceRefresh
+    flopp_files: list[Path] = field(default_factory=list)
+    refitted: int | None = None
+    plans: list[PlanOutcome] = field(default_factory=list)
+    changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))
+
+
+def nightly(
+    store_uri: str | Path,
+    scenarios: Sequence[Scenario],
+    *,
+    source: str = "snapshot",
+    snapshot_date: str | None = None,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float | None = None,
+) -> NightlyReport:
+    """All stages in order, for running without Prefect."""
+    date = snapshot_date or today()
+    prices = refresh_prices(
+        store_uri, source, snapshot_date=date, retries=retries, backoff_s=backoff_s
+    )
+    report = NightlyReport(date, prices)
+    report.flopp_files = compute_flopp(store_uri, [s.workload for s in scenarios], date)
+    fits = refit_if_new(store_uri)
+    report.refitted = None if fits is None else len(fits)
+    report.plans = replan(store_uri, scenarios, date)
+    report.changes = change_report(store_uri, date)
+    return report

@@ -1,0 +1,57 @@
+"""Markdown for people: recommendations and the nightly change report (used by
+the Prefect artifacts and `deepvm nightly`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    header = "| " + " | ".join(df.columns) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = [
+        "| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
+        for row in df.itertuples(index=False)
+    ]
+    return "\n".join([header, rule, *body])
+
+
+def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str] = ()) -> str:
+    shown = pd.DataFrame(
+        {
+            "policy": recs["policy"],
+            "rank": recs["rank"],
+            "architecture": recs["architecture"],
+            "cluster": [
+                f"{r.n_workers} x {r.worker_type} ({r.n_spot} spot, {r.n_on_demand} od)"
+                + (f" + {r.n_remote} x {r.remote_type}" if isinstance(r.remote_type, str) else "")
+                for r in recs.itertuples()
+            ],
+            "$/h": recs["hourly_cost"].map(lambda v: f"{v:.4f}"),
+            "TFLOP/s": recs["throughput_flops"].map(lambda v: f"{v / 1e12:.2f}"),
+            "scaling model": recs["overhead_model"] + " [" + recs["overhead_source"] + "]",
+            "F from": recs["flops_source"],
+        }
+    )
+    parts = [f"# {title}", *notes, _md_table(shown)]
+    return "\n\n".join(parts)
+
+
+def change_report_markdown(changes: pd.DataFrame, *, stale: bool = False) -> str:
+    lines = ["# deepvm nightly: change report"]
+    if stale:
+        lines.append("**Prices are stale**: the price source failed; the last snapshot was used.")
+    if changes.empty:
+        lines.append("No job was planned.")
+        return "\n\n".join(lines)
+    shown = changes.copy()
+    for column in ("old_hourly_cost", "new_hourly_cost"):
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
+    for column in ("old_throughput_flops", "new_throughput_flops"):
+        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v / 1e12:.2f} T")
+    changed = int(changes["changed"].sum())
+    lines.append(f"{changed} of {len(changes)} jobs' top recommendation changed.")
+    lines.append(_md_table(shown))
+    return "\n\n".join(lines)

@@ -1,0 +1,1 @@
+"""Prefect flows for deepvm: thin wrappers whose tasks each call one library function."""

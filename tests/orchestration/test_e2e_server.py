@@ -1,0 +1,190 @@
+"""End to end against a real Prefect server: deploy from prefect.yaml to a process
+work pool, start a worker, trigger runs through the REST API as the UI does, wait
+for Completed, read the Parquet with DuckDB."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT = shutil.which("prefect") or f"{sys.executable} -m prefect"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-home")
+    store = tmp_path_factory.mktemp("store")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_WORKER_PREFETCH_SECONDS": "1",
+        "DEEPVM_REPO": str(ROOT),
+        "DEEPVM_STORE": str(store),
+        "DEEPVM_METADATA": "off",
+        "PYTHONUNBUFFERED": "1",
+    }
+    logs = home / "server.log"
+    procs = []
+    with open(logs, "w") as log:
+        procs.append(
+            subprocess.Popen(
+                [*PREFECT.split(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    try:
+        wait_until(lambda: _healthy(api), 120, "the Prefect server")
+
+        def run(*a):
+            return subprocess.run(
+                [*PREFECT.split(), *a],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+
+        made = run("work-pool", "create", "deepvm-process", "--type", "process")
+        assert made.returncode == 0, made.stdout + made.stderr
+        deployed = run("--no-prompt", "deploy", "--all")
+        assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+        with open(home / "worker.log", "w") as wlog:
+            procs.append(
+                subprocess.Popen(
+                    [*PREFECT.split(), "worker", "start", "--pool", "deepvm-process"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=wlog,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        yield api, store, home
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _healthy(api: str) -> bool:
+    try:
+        return httpx.get(f"{api}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def trigger(api: str, flow: str, deployment: str, parameters: dict) -> str:
+    """What the UI's 'Run' button does: create a flow run of the deployment."""
+    dep = httpx.get(f"{api}/deployments/name/{flow}/{deployment}", timeout=10)
+    dep.raise_for_status()
+    run = httpx.post(
+        f"{api}/deployments/{dep.json()['id']}/create_flow_run",
+        json={"parameters": parameters},
+        timeout=10,
+    )
+    run.raise_for_status()
+    return run.json()["id"]
+
+
+def wait_final(api: str, run_id: str, home: Path, timeout: float = 240) -> str:
+    def state():
+        body = httpx.get(f"{api}/flow_runs/{run_id}", timeout=10).json()
+        kind = (body.get("state") or {}).get("type")
+        return kind if kind in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
+
+    try:
+        return wait_until(state, timeout, f"flow run {run_id}")
+    except AssertionError:
+        print((home / "worker.log").read_text()[-5000:])
+        raise
+
+
+def test_deployments_exist_with_schedule(server):
+    api, _, _ = server
+    nightly = httpx.get(f"{api}/deployments/name/nightly/nightly", timeout=10).json()
+    (schedule,) = nightly["schedules"]
+    assert schedule["schedule"]["cron"] == "0 3 * * *"
+    assert schedule["schedule"]["timezone"] == "UTC"
+    for flow, name in (
+        ("recommend", "recommend"),
+        ("benchmark", "benchmark"),
+        ("refresh-prices", "refresh-prices"),
+    ):
+        dep = httpx.get(f"{api}/deployments/name/{flow}/{name}", timeout=10).json()
+        assert dep["work_pool_name"] == "deepvm-process" and dep["schedules"] == []
+    schema = httpx.get(f"{api}/deployments/name/recommend/recommend", timeout=10).json()[
+        "parameter_openapi_schema"
+    ]
+    assert schema["properties"]["budget"]["exclusiveMinimum"] == 0  # the UI form validates
+
+
+def test_recommend_and_nightly_through_the_api(server):
+    api, store, home = server
+    run = trigger(
+        api,
+        "recommend",
+        "recommend",
+        {"budget": 4.5, "workload": "gpt2", "scenario": "from-ui", "top": 2},
+    )
+    assert wait_final(api, run, home) == "COMPLETED"
+    recs = duckdb.sql(
+        f"select * from '{store}/recommendations/**/*.parquet' where scenario = 'from-ui'"
+    ).df()
+    assert len(recs) > 0 and (recs["hourly_cost"] <= 4.5 + 1e-9).all()
+    assert set(recs["workload"]) == {"gpt2"}
+
+    for _ in range(2):  # the same date twice: replaced, never duplicated
+        run = trigger(api, "nightly", "nightly", {"snapshot_date": "2026-12-01"})
+        assert wait_final(api, run, home) == "COMPLETED"
+    recs = duckdb.sql(
+        f"select * from '{store}/recommendations/**/*.parquet' where snapshot_date = '2026-12-01'"
+    ).df()
+    assert set(recs["scenario"]) == {"resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"}
+    assert not recs.duplicated(["scenario", "policy", "rank"]).any()
+    prices = duckdb.sql(
+        f"select count(*) as n from '{store}/prices/**/*.parquet' "
+        "where snapshot_date = '2026-12-01'"
+    ).df()
+    assert int(prices["n"].iloc[0]) == 62
+    artifacts = httpx.post(
+        f"{api}/artifacts/filter",
+        json={"artifacts": {"key": {"any_": ["deepvm-nightly-changes"]}}},
+        timeout=10,
+    ).json()
+    assert artifacts and "change report" in artifacts[0]["data"]

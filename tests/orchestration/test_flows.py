@@ -1,0 +1,139 @@
+"""Each flow under prefect_test_harness, against a real temporary store."""
+
+import duckdb
+import pytest
+
+from deepvm.catalog import sources
+from deepvm.catalog.sources import SnapshotSource
+from flows import deepvm_flows as f
+
+
+class FlakySource:
+    """Fails a number of times, then serves the snapshot."""
+
+    name = "flaky"
+    calls = 0
+    failures = 99
+
+    def fetch(self):
+        FlakySource.calls += 1
+        if FlakySource.calls <= FlakySource.failures:
+            raise ConnectionError("503 Service Unavailable")
+        return SnapshotSource().fetch()
+
+
+@pytest.fixture
+def flaky(monkeypatch):
+    FlakySource.calls, FlakySource.failures = 0, 99
+    monkeypatch.setitem(sources.SOURCES, "flaky", FlakySource)
+    monkeypatch.setattr("deepvm.pipeline.DEFAULT_BACKOFF_S", 0.01)
+    return FlakySource
+
+
+def test_refresh_prices_flow(tmp_path):
+    out = f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
+    assert out == {"stale": False, "rows": 62, "source": "snapshot"}
+    rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    assert len(rows) == 62 and not rows["stale"].any()
+
+
+def test_failing_source_retries_then_falls_back_stale(tmp_path, flaky):
+    f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
+    before = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    out = f.refresh_prices(source="flaky", store=str(tmp_path), snapshot_date="2026-12-02")
+    assert out["stale"] is True and out["rows"] == 62
+    assert flaky.calls == 4  # the first try and three retries
+    rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    old = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
+    new = rows[rows["snapshot_date"].astype(str) == "2026-12-02"]
+    assert len(old) == len(before) and not old["stale"].any()  # nothing lost
+    assert len(new) == 62 and new["stale"].all()
+    # a source that recovers on the third try gives fresh prices
+    flaky.calls, flaky.failures = 0, 2
+    out = f.refresh_prices(source="flaky", store=str(tmp_path), snapshot_date="2026-12-03")
+    assert out["stale"] is False and flaky.calls == 3
+
+
+def test_failing_source_with_nothing_to_fall_back_to_fails(tmp_path, flaky):
+    from prefect.states import State
+
+    state = f.refresh_prices(source="flaky", store=str(tmp_path), return_state=True)
+    assert isinstance(state, State) and state.is_failed()
+    assert not (tmp_path / "prices").exists()
+
+
+def test_recommend_flow_publishes_artifact(tmp_path):
+    from prefect.client.orchestration import get_client
+
+    recs = f.recommend(
+        budget=4.0,
+        workload="resnet50",
+        policies=["deepvm", "on_demand"],
+        top=2,
+        scenario="ui-test",
+        store=str(tmp_path),
+    )
+    assert [(r["policy"], r["rank"]) for r in recs] == [
+        ("deepvm", 1),
+        ("deepvm", 2),
+        ("on_demand", 1),
+        ("on_demand", 2),
+    ]
+    stored = duckdb.sql(f"select * from '{tmp_path}/recommendations/**/*.parquet'").df()
+    assert set(stored["scenario"]) == {"ui-test"} and len(stored) == 4
+
+    import asyncio
+
+    async def artifact():
+        async with get_client() as client:
+            return await client.read_latest_artifacts()
+
+    keys = {a.key for a in asyncio.run(artifact())}
+    assert "recommendations-ui-test" in keys
+
+
+def test_recommend_flow_validates_parameters(tmp_path):
+    from prefect.states import State
+
+    state = f.recommend(budget=-1.0, store=str(tmp_path), return_state=True)
+    assert isinstance(state, State) and state.is_failed()
+
+
+def test_nightly_twice_same_date_no_duplicates(tmp_path):
+    store = str(tmp_path)
+    first = f.nightly(store=store, snapshot_date="2026-12-01")
+    assert first["planned"] == ["resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"]
+    second = f.nightly(store=store, snapshot_date="2026-12-01")
+    assert second["failed"] == {}
+    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    keys = ["snapshot_date", "scenario", "policy", "rank"]
+    assert not recs.duplicated(keys).any() and len(recs) > 0
+    prices = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
+    assert len(prices) == 62
+    third = f.nightly(store=store, snapshot_date="2026-12-02")
+    assert third["changed"] == []  # same prices, same answers
+
+
+def test_fit_overhead_flow(tmp_path):
+    import pandas as pd
+
+    from deepvm.overhead import SpeedupModel
+    from deepvm.store import Store
+
+    nodes = [1, 2, 4, 8]
+    s = SpeedupModel("amdahl", {"p": 0.9})(nodes)
+    rows = pd.DataFrame(
+        {
+            "run_id": "r",
+            "instance_type": "g5.xlarge",
+            "workload": "resnet50",
+            "n_nodes": nodes,
+            "duration_s": 100 / s,
+            "speedup": s,
+            "source": "measured",
+            "measured_at": pd.Timestamp("2026-12-01", tz="UTC"),
+        }
+    )
+    Store.open(tmp_path).write("scaling", rows, partition="2026-12-01", name="g5")
+    assert f.fit_overhead(store=str(tmp_path)) == 5
+    assert f.fit_overhead(store=str(tmp_path)) is None  # nothing newer than the fit

@@ -1,0 +1,112 @@
+"""`deepvm nightly`, registered jobs, the change report, the table docs."""
+
+import json
+import re
+
+import duckdb
+import pytest
+from tests_paths import ROOT
+
+from deepvm.cli import main
+from deepvm.errors import InputError
+from deepvm.pipeline import change_report, refresh_prices
+from deepvm.scenarios import load_scenarios
+from deepvm.store import describe_tables
+
+
+def test_readme_table_docs_match_the_schemas():
+    readme = (ROOT / "README.md").read_text()
+    section = re.search(r"<!-- tables:begin -->\n(.*)<!-- tables:end -->", readme, re.S)
+    assert section is not None and section.group(1) == describe_tables()
+
+
+def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
+    store = str(tmp_path)
+    assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["prices"]["stale"] is False and all(p["error"] is None for p in first["plans"])
+    assert all(c["changed"] and c["previous_date"] is None for c in first["changes"])
+    assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
+    capsys.readouterr()
+    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    assert not recs.duplicated(["snapshot_date", "scenario", "policy", "rank"]).any()
+    # a cheaper g4dn spot price the next day changes the resnet50 job's answer
+    cheaper = (
+        (ROOT / "datasets" / "catalog-aws-us-east-1.csv")
+        .read_text()
+        .replace(
+            "g4dn.xlarge,G,4,16,25,T4,1,16,6.5e13,0.526,0.1578",
+            "g4dn.xlarge,G,4,16,25,T4,1,16,6.5e13,0.526,0.0900",
+        )
+    )
+    catalog = tmp_path / "cheaper.csv"
+    catalog.write_text(cheaper)
+    assert (
+        main(["nightly", "--store", store, "--date", "2026-12-02", "--source", str(catalog)]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "change report" in text
+    changes = change_report(store, "2026-12-02").set_index("scenario")
+    row = changes.loc["resnet50-3usd"]
+    assert row["changed"] and row["previous_date"] == "2026-12-01"
+    assert row["new_throughput_flops"] > row["old_throughput_flops"]
+
+
+def test_nightly_reports_a_job_that_cannot_be_planned(tmp_path, capsys):
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[[job]]\nname = "ok"\nworkload = "resnet50"\nbudget = 3\n\n'
+        '[[job]]\nname = "poor"\nworkload = "resnet50"\nbudget = 0.05\n'
+    )
+    assert main(["nightly", "--store", str(tmp_path / "s"), "--scenarios", str(jobs)]) == 0
+    assert "job poor not planned: budget $0.05/h is below" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[job]]\nname = "a"\nworkload = "resnet50"\n', "job 1 (a): missing budget"),
+        ('[[job]]\nname = "a"\nworkload = "alexnet"\nbudget = 3\n', "unknown workload 'alexnet'"),
+        ('[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = -3\n', "budget=-3 must be > 0"),
+        (
+            '[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = 3\ncolour = "red"\n',
+            "unknown key(s) colour",
+        ),
+        (
+            '[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = 3\n[[job]]\nname = "a"\n'
+            'workload = "gpt2"\nbudget = 4\n',
+            "job 2 (a): duplicate name 'a'",
+        ),
+        ("[[job]\n", "is not valid TOML"),
+    ],
+)
+def test_bad_scenarios(tmp_path, capsys, text, message):
+    path = tmp_path / "jobs.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_scenarios(path)
+    assert main(["nightly", "--store", str(tmp_path / "s"), "--scenarios", str(path)]) == 2
+    assert not (tmp_path / "s").exists()
+
+
+def test_shipped_scenarios_load():
+    jobs = load_scenarios()
+    assert {j.name for j in jobs} == {"resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"}
+
+
+def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
+    from deepvm.catalog import sources
+    from deepvm.pipeline import PriceSourceError
+
+    class Down:
+        name = "down"
+
+        def fetch(self):
+            raise TimeoutError("read timed out")
+
+    monkeypatch.setitem(sources.SOURCES, "down", Down)
+    slept = []
+    with pytest.raises(PriceSourceError, match="no earlier snapshot"):
+        refresh_prices(tmp_path, "down", retries=3, backoff_s=0.5, sleep=slept.append)
+    assert slept == [0.5, 1.0, 2.0]
+    assert not (tmp_path / "prices").exists()
