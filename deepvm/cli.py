@@ -245,6 +245,24 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--plot", metavar="DIR", help="write one PNG per group here")
     ft.add_argument("--json", action="store_true", help="print one JSON object")
 
+    pr = sub.add_parser("prices", help="refresh or show the store's price snapshots")
+    prs = pr.add_subparsers(dest="prices_command", required=True, metavar="ACTION")
+    ref = prs.add_parser("refresh", help="fetch current prices and specs into the store")
+    ref.add_argument(
+        "--source",
+        default="snapshot",
+        help="snapshot (default), aws, azure, skypilot, or a catalog file",
+    )
+    ref.add_argument("--regions", metavar="R,R", help="regions to fetch (aws, azure)")
+    ref.add_argument("--skypilot-csv", metavar="PATH_OR_URL", help="a SkyPilot vms.csv")
+    ref.add_argument("--store", metavar="URI")
+    ref.add_argument("--date", metavar="YYYY-MM-DD")
+    ref.add_argument("--json", action="store_true")
+    show = prs.add_parser("show", help="list the newest snapshot's prices")
+    show.add_argument("--store", metavar="URI")
+    show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
+    show.add_argument("--json", action="store_true")
+
     nt = sub.add_parser(
         "nightly",
         help="refresh prices, FLOPP, refit, re-plan every registered job",
@@ -345,6 +363,8 @@ def _inputs(args: argparse.Namespace) -> Any:
 REC_JSON_KEYS = (
     "policy",
     "rank",
+    "region",
+    "zone",
     "architecture",
     "worker_type",
     "n_workers",
@@ -839,6 +859,72 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return 0 if len(failed) < len(report.plans) else 1
 
 
+def cmd_prices(args: argparse.Namespace) -> int:
+    from deepvm.store import Store, store_root
+
+    store = str(store_root(args.store))
+    if args.prices_command == "refresh":
+        from deepvm.pipeline import refresh_prices
+
+        regions = [r.strip() for r in args.regions.split(",")] if args.regions else None
+        print(f"fetching prices from {args.source} ...", file=sys.stderr)
+        r = refresh_prices(
+            store,
+            args.source,
+            snapshot_date=args.date,
+            regions=regions,
+            skypilot_csv=args.skypilot_csv,
+        )
+        summary = {
+            "snapshot_date": r.snapshot_date,
+            "source": r.source,
+            "rows": r.rows,
+            "dropped": r.dropped,
+            "stale": r.stale,
+            "attempts": r.attempts,
+            "error": r.error,
+            "store": store,
+        }
+        if args.json:
+            _print_json(summary)
+        elif r.stale:
+            print(
+                f"{r.source} FAILED ({r.error}); carried the {r.fallback_from} snapshot "
+                f"forward as stale into {r.snapshot_date}"
+            )
+        else:
+            print(
+                f"{r.rows} prices from {r.source} into {store} ({r.snapshot_date}); "
+                f"{r.dropped} rows without a usable price dropped"
+            )
+        return 1 if r.stale else 0
+    prices = Store.open(store).read("prices")
+    if prices.empty:
+        raise DeepvmError(f"store {store!r} has no prices: run `deepvm prices refresh`")
+    newest = prices[prices["snapshot_date"] == prices["snapshot_date"].max()]
+    if args.match:
+        newest = newest[newest["instance_type"].str.contains(args.match, regex=False)]
+    newest = newest.sort_values(["instance_type", "market", "usd_per_hour"])
+    columns = [
+        "snapshot_date",
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "market",
+        "usd_per_hour",
+        "source",
+        "stale",
+    ]
+    if args.json:
+        _print_json(
+            {"prices": json.loads(newest[columns].to_json(orient="records", date_format="iso"))}
+        )
+    else:
+        print(_table(newest[columns].to_dict("records"), [(c, c) for c in columns]))
+    return 0
+
+
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
@@ -849,6 +935,7 @@ COMMANDS = {
     "benchmark-scaling": cmd_benchmark_scaling,
     "fit": cmd_fit,
     "nightly": cmd_nightly,
+    "prices": cmd_prices,
 }
 
 

@@ -53,6 +53,7 @@ class PriceRefresh:
     attempts: int
     error: str | None = None
     fallback_from: str | None = None
+    dropped: int = 0
 
 
 def refresh_prices(
@@ -63,6 +64,8 @@ def refresh_prices(
     retries: int = DEFAULT_RETRIES,
     backoff_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    regions: Sequence[str] | None = None,
+    skypilot_csv: str | None = None,
 ) -> PriceRefresh:
     """Fetch prices and specs from ``source`` into the store's ``prices`` (partition
     ``snapshot_date``) and ``instances`` tables.
@@ -76,7 +79,7 @@ def refresh_prices(
 
     store = Store.open(store_uri)
     date = snapshot_date or today()
-    src = get_source(source)
+    src = get_source(source, regions=regions, skypilot_csv=skypilot_csv)
     backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
     error: str | None = None
     attempts = 0
@@ -92,11 +95,13 @@ def refresh_prices(
             log.warning("price source %s failed (attempt %d): %s", src.name, attempts, error)
             if attempts <= retries:
                 sleep(backoff * 2 ** (attempts - 1))
+    if data is not None and data.prices.empty:  # nothing usable: never a snapshot
+        error, data = f"source {src.name!r} returned no usable prices", None
     if data is not None:
         name = _safe(src.name)
         store.write("instances", data.instances, partition=None, name=name)
         store.write("prices", data.prices, partition=date, name=name)
-        return PriceRefresh(date, src.name, False, len(data.prices), attempts)
+        return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
 
 
@@ -126,7 +131,9 @@ def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) 
     return PriceRefresh(date, source, True, len(carried), attempts, error, fallback_from=newest)
 
 
-def catalog_from_store(store_uri: str | Path, snapshot_date: str | None = None) -> Catalog:
+def catalog_from_store(
+    store_uri: str | Path, snapshot_date: str | None = None, region: str | None = None
+) -> Catalog:
     """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
     store = Store.open(store_uri)
     prices = store.read("prices")
@@ -140,9 +147,8 @@ def catalog_from_store(store_uri: str | Path, snapshot_date: str | None = None) 
         prices = prices[prices["snapshot_date"] <= snapshot_date]
     newest = prices["snapshot_date"].max()
     snap = prices[prices["snapshot_date"] == newest]
-    instances = instances.drop_duplicates("instance_type", keep="last")
     label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")
-    return catalog_from_tables(instances, snap, label)
+    return catalog_from_tables(instances, snap, label, region)
 
 
 # --- FLOPP, refit -------------------------------------------------------------------

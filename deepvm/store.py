@@ -169,6 +169,8 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("objective", pa.string()),
                 ("policy", pa.string()),
                 ("rank", pa.int64()),
+                ("region", pa.string()),
+                ("zone", pa.string()),
                 ("architecture", pa.string()),
                 ("worker_type", pa.string()),
                 ("n_workers", pa.int64()),

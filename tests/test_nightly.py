@@ -104,7 +104,7 @@ def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
         def fetch(self):
             raise TimeoutError("read timed out")
 
-    monkeypatch.setitem(sources.SOURCES, "down", Down)
+    monkeypatch.setitem(sources.EXTRA_SOURCES, "down", Down)
     slept = []
     with pytest.raises(PriceSourceError, match="no earlier snapshot"):
         refresh_prices(tmp_path, "down", retries=3, backoff_s=0.5, sleep=slept.append)

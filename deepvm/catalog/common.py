@@ -26,6 +26,26 @@ CATALOG_COLUMNS = (
 OPTIONAL_COLUMNS: dict[str, object] = {
     "accelerator_memory_gib": 0.0,
     "peak_flops": float("nan"),
+    "spot_zone": None,  # the zone of the spot price, where the source has zones
+}
+
+
+# Dense FP16/BF16 peak FLOP/s of one accelerator (FP32 where it has no tensor cores),
+# for sources that name accelerators but not their speed.
+ACCELERATOR_PEAK_FLOPS = {
+    "T4": 6.5e13,
+    "A10G": 7.0e13,
+    "A10": 1.25e14,
+    "L4": 1.21e14,
+    "L40S": 3.62e14,
+    "V100": 1.25e14,
+    "V100-32GB": 1.25e14,
+    "A100": 3.12e14,
+    "A100-80GB": 3.12e14,
+    "H100": 9.89e14,
+    "H200": 9.89e14,
+    "M60": 4.8e12,
+    "K80": 4.4e12,
 }
 
 

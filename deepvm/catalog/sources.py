@@ -5,7 +5,7 @@ long-format prices (DESIGN §3 ``instances`` and ``prices``)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -35,6 +35,7 @@ class PriceData:
     instances: pd.DataFrame  # INSTANCE_COLUMNS
     prices: pd.DataFrame  # provider, region, zone, instance_type, market, usd_per_hour, ...
     source: str
+    dropped: int = 0  # rows without a usable (positive) price
 
 
 class PriceSource(Protocol):
@@ -77,30 +78,70 @@ class SnapshotSource:
         return catalog_to_price_data(load_catalog(self.path), self.name)
 
 
-SOURCES: dict[str, Callable[[], PriceSource]] = {"snapshot": SnapshotSource}
-
-
-def get_source(name: str) -> PriceSource:
+def get_source(
+    name: str, *, regions: Sequence[str] | None = None, skypilot_csv: str | None = None
+) -> PriceSource:
+    """A source by name: snapshot, aws, azure, skypilot, or a catalog file path."""
     from deepvm.errors import InputError
 
-    if name in SOURCES:
-        return SOURCES[name]()
+    if name == "snapshot":
+        return SnapshotSource()
+    if name == "azure":
+        from deepvm.catalog.azure import AzureSource
+
+        return AzureSource(tuple(regions or ("eastus",)))
+    if name == "aws":
+        from deepvm.catalog.aws import AwsSource
+
+        return AwsSource(tuple(regions or ("us-east-1",)))
+    if name == "skypilot":
+        from deepvm.catalog.skypilot import SkyPilotSource
+
+        if not skypilot_csv:
+            raise InputError("--source skypilot needs --skypilot-csv PATH_OR_URL")
+        return SkyPilotSource(skypilot_csv)
+    if name in EXTRA_SOURCES:
+        return EXTRA_SOURCES[name]()
     if Path(name).suffix.lower() in (".csv", ".parquet", ".pq"):
         return SnapshotSource(name, name=f"file:{Path(name).name}")
     raise InputError(
-        f"unknown price source {name!r}; known: {', '.join(SOURCES)} "
+        f"unknown price source {name!r}; known: snapshot, aws, azure, skypilot "
         "or a catalog file (.csv/.parquet)"
     )
 
 
-def catalog_from_tables(instances: pd.DataFrame, prices: pd.DataFrame, label: str) -> Catalog:
-    """The planner's wide catalog from stored specs and one snapshot of prices
-    (the cheapest zone per type and market where prices are per zone)."""
-    best = prices.groupby(["instance_type", "market"])["usd_per_hour"].min().unstack()
-    wide = instances.set_index("instance_type").join(best, how="inner").reset_index()
+# Sources registered at run time (plugins, tests): name -> factory.
+EXTRA_SOURCES: dict[str, Callable[[], PriceSource]] = {}
+
+
+def catalog_from_tables(
+    instances: pd.DataFrame, prices: pd.DataFrame, label: str, region: str | None = None
+) -> Catalog:
+    """The planner's wide catalog from stored specs and one snapshot of prices in
+    one region. Spot prices are per zone where the source has zones: the catalog
+    takes the cheapest zone per type and names it (``spot_zone``)."""
+    from deepvm.errors import InputError
+
+    regions = sorted(set(prices["region"].dropna()))
+    if region is None and len(regions) > 1:
+        raise InputError(
+            f"prices span several regions ({', '.join(regions)}); pick one "
+            "with --region (a cluster is planned in one region)"
+        )
+    region = region or (regions[0] if regions else None)
+    prices = prices[prices["region"] == region]
+    instances = instances[instances["region"] == region] if "region" in instances else instances
+    if prices.empty:
+        raise InputError(f"no prices for region {region!r}")
+    cheapest = prices.sort_values("usd_per_hour").drop_duplicates(["instance_type", "market"])
+    wide_prices = cheapest.pivot(index="instance_type", columns="market", values="usd_per_hour")
+    zones = cheapest[cheapest["market"] == "spot"].set_index("instance_type")["zone"]
+    wide = instances.drop_duplicates("instance_type", keep="last").set_index("instance_type")
+    wide = wide.join(wide_prices, how="inner").reset_index()
     wide = wide.rename(columns={"on_demand": "ondemand_price", "spot": "spot_price"})
     for column in ("ondemand_price", "spot_price"):
         if column not in wide:
             wide[column] = float("nan")
     wide = wide[wide["ondemand_price"].notna()]
+    wide["spot_zone"] = wide["instance_type"].map(zones)
     return Catalog(validate_catalog(wide), snapshot=label)

@@ -54,8 +54,9 @@ class Inputs:
         store: str | Path | None = None,
         saturation: str | Path | None = None,
     ) -> Inputs:
-        """Read the input files (None: the shipped data). User overhead rows take
-        precedence over the shipped defaults; ``throughput`` rows over the latest
+        """Read the input files (None: the shipped data, or the store's newest
+        prices). User overhead rows take precedence over fitted ones in ``store``
+        and those over the shipped defaults; ``throughput`` rows over the latest
         successful benchmarks in ``store``."""
         from deepvm.fitting import fitted_overhead_table
 
@@ -65,7 +66,7 @@ class Inputs:
             tables.append(fitted)
         tables.append(shipped_overhead_table())
         return cls(
-            catalog=load_catalog(catalog, region=region),
+            catalog=_catalog(catalog, store, region),
             quotas=load_quotas(quotas),
             measured=merge_measurements(
                 latest_measurements(store) if store is not None else None,
@@ -86,6 +87,18 @@ class Inputs:
             overhead_tables=self.overhead_tables,
             saturation=self.saturation,
         )
+
+
+def _catalog(path: str | Path | None, store: str | Path | None, region: str | None) -> Catalog:
+    """A catalog file wins; else the store's newest price snapshot, when it has one
+    (after `deepvm prices refresh` or a nightly run); else the shipped snapshot."""
+    if path is None and store is not None:
+        from deepvm.pipeline import catalog_from_store
+        from deepvm.store import Store
+
+        if not Store.open(store).read("prices").empty:
+            return catalog_from_store(store, region=region)
+    return load_catalog(path, region=region)
 
 
 def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:

@@ -48,6 +48,8 @@ class Fleet:
     saturation: SaturationModel
     workload: str
     snapshot: str
+    region: str = ""
+    gpu_spot_zone: tuple[str | None, ...] = ()
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -113,4 +115,6 @@ def build_fleet(
         saturation=saturation or SaturationModel(),
         workload=workload,
         snapshot=catalog.snapshot,
+        region=str(catalog.instances["region"].iloc[0]),
+        gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
     )

@@ -47,6 +47,8 @@ class Recommendation:
 
     policy: str
     rank: int
+    region: str
+    zone: str | None  # the spot nodes' zone, where prices are per zone
     architecture: str
     worker_type: str
     n_workers: int
@@ -173,6 +175,8 @@ class Planner:
         return Recommendation(
             policy=policy,
             rank=rank,
+            region=f.region,
+            zone=f.gpu_spot_zone[i] if config.n_spot and f.gpu_spot_zone else None,
             architecture=config.architecture,
             worker_type=f.gpu_types[i],
             n_workers=config.n_workers,

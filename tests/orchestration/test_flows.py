@@ -25,7 +25,7 @@ class FlakySource:
 @pytest.fixture
 def flaky(monkeypatch):
     FlakySource.calls, FlakySource.failures = 0, 99
-    monkeypatch.setitem(sources.SOURCES, "flaky", FlakySource)
+    monkeypatch.setitem(sources.EXTRA_SOURCES, "flaky", FlakySource)
     monkeypatch.setattr("deepvm.pipeline.DEFAULT_BACKOFF_S", 0.01)
     return FlakySource
 
