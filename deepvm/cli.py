@@ -277,7 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
     )
-    nt.add_argument("--source", default="snapshot", help="price source (default: snapshot)")
+    nt.add_argument(
+        "--source",
+        default="snapshot",
+        help="price source: snapshot (default), aws, azure, skypilot, or a file",
+    )
+    nt.add_argument("--regions", metavar="R,R", help="price regions (the first is planned in)")
+    nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
     nt.add_argument("--date", metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)")
     nt.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -824,7 +830,15 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             raise DeepvmError(f"--date {args.date!r} must be YYYY-MM-DD") from None
     scenarios = load_scenarios(args.scenarios)
     store = str(store_root(args.store))
-    report = nightly(store, scenarios, source=args.source, snapshot_date=args.date)
+    regions = [r.strip() for r in args.regions.split(",")] if args.regions else None
+    report = nightly(
+        store,
+        scenarios,
+        source=args.source,
+        snapshot_date=args.date,
+        regions=regions,
+        skypilot_csv=args.skypilot_csv,
+    )
     failed = [p for p in report.plans if p.error]
     if args.json:
         _print_json(

@@ -155,13 +155,16 @@ def catalog_from_store(
 
 
 def compute_flopp(
-    store_uri: str | Path, workloads: Sequence[str], snapshot_date: str | None = None
+    store_uri: str | Path,
+    workloads: Sequence[str],
+    snapshot_date: str | None = None,
+    region: str | None = None,
 ) -> list[Path]:
     from deepvm.flopp import flopp_table, latest_measurements
     from deepvm.results import write_flopp
 
     date = snapshot_date or today()
-    catalog = catalog_from_store(store_uri, date)
+    catalog = catalog_from_store(store_uri, date, region)
     measured = latest_measurements(store_uri)
     return [
         write_flopp(flopp_table(catalog, w, measured), store_uri, catalog.snapshot, date)
@@ -199,7 +202,10 @@ class PlanOutcome:
 
 
 def replan(
-    store_uri: str | Path, scenarios: Sequence[Scenario], snapshot_date: str | None = None
+    store_uri: str | Path,
+    scenarios: Sequence[Scenario],
+    snapshot_date: str | None = None,
+    region: str | None = None,
 ) -> list[PlanOutcome]:
     """Re-plan every job on the store's newest prices; one job's failure (an
     infeasible budget, say) is reported and the others still run."""
@@ -209,7 +215,7 @@ def replan(
     date = snapshot_date or today()
     base = Inputs.load(store=store_uri)
     inputs = Inputs(
-        catalog_from_store(store_uri, date),
+        catalog_from_store(store_uri, date, region),
         base.quotas,
         base.measured,
         base.overhead_tables,
@@ -313,16 +319,25 @@ def nightly(
     snapshot_date: str | None = None,
     retries: int = DEFAULT_RETRIES,
     backoff_s: float | None = None,
+    regions: Sequence[str] | None = None,
+    skypilot_csv: str | None = None,
 ) -> NightlyReport:
     """All stages in order, for running without Prefect."""
     date = snapshot_date or today()
     prices = refresh_prices(
-        store_uri, source, snapshot_date=date, retries=retries, backoff_s=backoff_s
+        store_uri,
+        source,
+        snapshot_date=date,
+        retries=retries,
+        backoff_s=backoff_s,
+        regions=regions,
+        skypilot_csv=skypilot_csv,
     )
     report = NightlyReport(date, prices)
-    report.flopp_files = compute_flopp(store_uri, [s.workload for s in scenarios], date)
+    region = regions[0] if regions else None
+    report.flopp_files = compute_flopp(store_uri, [s.workload for s in scenarios], date, region)
     fits = refit_if_new(store_uri)
     report.refitted = None if fits is None else len(fits)
-    report.plans = replan(store_uri, scenarios, date)
+    report.plans = replan(store_uri, scenarios, date, region)
     report.changes = change_report(store_uri, date)
     return report

@@ -43,15 +43,17 @@ def _artifact_key(*parts: str) -> str:
 
 @task(name="refresh-prices")
 def refresh_prices_task(
-    store: str, source: str, snapshot_date: str | None
+    store: str, source: str, snapshot_date: str | None, regions: list[str] | None = None
 ) -> pipeline.PriceRefresh:
     # The library retries the source with backoff and falls back to the last snapshot.
-    return pipeline.refresh_prices(store, source, snapshot_date=snapshot_date)
+    return pipeline.refresh_prices(store, source, snapshot_date=snapshot_date, regions=regions)
 
 
 @task(name="compute-flopp")
-def compute_flopp_task(store: str, workloads: list[str], snapshot_date: str | None) -> list[str]:
-    return [str(p) for p in pipeline.compute_flopp(store, workloads, snapshot_date)]
+def compute_flopp_task(
+    store: str, workloads: list[str], snapshot_date: str | None, region: str | None = None
+) -> list[str]:
+    return [str(p) for p in pipeline.compute_flopp(store, workloads, snapshot_date, region)]
 
 
 @task(name="refit-overhead")
@@ -62,11 +64,11 @@ def refit_task(store: str) -> int | None:
 
 @task(name="replan")
 def replan_task(
-    store: str, scenarios_path: str | None, snapshot_date: str | None
+    store: str, scenarios_path: str | None, snapshot_date: str | None, region: str | None = None
 ) -> list[pipeline.PlanOutcome]:
     from deepvm.scenarios import load_scenarios
 
-    return pipeline.replan(store, load_scenarios(scenarios_path), snapshot_date)
+    return pipeline.replan(store, load_scenarios(scenarios_path), snapshot_date, region)
 
 
 @task(name="plan-job")
@@ -84,10 +86,13 @@ def change_report_task(store: str, snapshot_date: str | None) -> pd.DataFrame:
 
 @flow(name="refresh-prices", log_prints=True)
 def refresh_prices(
-    source: str = "snapshot", store: StoreUri = None, snapshot_date: str | None = None
+    source: str = "snapshot",
+    store: StoreUri = None,
+    snapshot_date: str | None = None,
+    regions: list[str] | None = None,
 ) -> dict[str, object]:
     """Fetch current prices into the store (stale fallback if the source fails)."""
-    result = refresh_prices_task(_store(store), source, snapshot_date)
+    result = refresh_prices_task(_store(store), source, snapshot_date, regions)
     logger = get_run_logger()
     if result.stale:
         logger.warning(
@@ -169,6 +174,7 @@ def nightly(
         str | None, Field(description="registered jobs (TOML); default: the shipped file")
     ] = None,
     price_source: str = "snapshot",
+    price_regions: list[str] | None = None,
     snapshot_date: str | None = None,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
@@ -179,16 +185,17 @@ def nightly(
     uri = _store(store)
     date = snapshot_date or pipeline.today()
     jobs = load_scenarios(scenarios_path)  # validate before touching the store
-    prices = refresh_prices_task(uri, price_source, date)
+    prices = refresh_prices_task(uri, price_source, date, price_regions)
     if prices.stale:
         logger.warning(
             "prices are STALE (%s); re-planning on %s's snapshot",
             prices.error,
             prices.fallback_from,
         )
-    compute_flopp_task(uri, [j.workload for j in jobs], date)
+    region = price_regions[0] if price_regions else None
+    compute_flopp_task(uri, [j.workload for j in jobs], date, region)
     refitted = refit_task(uri)
-    plans = replan_task(uri, scenarios_path, date)
+    plans = replan_task(uri, scenarios_path, date, region)
     for p in plans:
         if p.error:
             logger.error("job %s not planned: %s", p.scenario, p.error)

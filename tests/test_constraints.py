@@ -3,7 +3,7 @@ one is rejected by the model check, and the MILP never picks it."""
 
 import numpy as np
 import pytest
-from conftest import cpu_row, gpu_row, job, make_fleet
+from helpers import cpu_row, gpu_row, job, make_fleet
 
 from deepvm.planner.candidates import (
     ON_DEMAND,

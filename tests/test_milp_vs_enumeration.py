@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import cpu_row, gpu_row, job, make_fleet
+from helpers import cpu_row, gpu_row, job, make_fleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,6 +6,7 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import duckdb
@@ -384,13 +385,7 @@ def test_aws_failure_keeps_the_store(aws, tmp_path, monkeypatch, capsys):
 
 # --- SkyPilot ------------------------------------------------------------------------
 
-VMS = """InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch
-g4dn.xlarge,T4,1.0,4.0,16.0,"{'Gpus': [{'Name': 'T4', 'Manufacturer': 'NVIDIA', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 16384}}], 'TotalGpuMemoryInMiB': 16384}",0.526,0.2011,us-east-1,use1-az1,x86_64
-g4dn.xlarge,T4,1.0,4.0,16.0,"{'Gpus': [{'Name': 'T4', 'Manufacturer': 'NVIDIA', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 16384}}], 'TotalGpuMemoryInMiB': 16384}",0.526,0.1702,us-east-1,use1-az4,x86_64
-g5.xlarge,A10G,1.0,4.0,16.0,"{'Gpus': [{'Name': 'A10G', 'Manufacturer': 'NVIDIA', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 24576}}], 'TotalGpuMemoryInMiB': 24576}",1.006,,us-east-1,use1-az2,x86_64
-c5.xlarge,,,4.0,8.0,,0.17,0.0712,us-east-1,use1-az1,x86_64
-m6i.xlarge,,,4.0,16.0,,0.192,0.0,us-east-1,use1-az2,x86_64
-"""
+VMS = (Path(__file__).parent / "data" / "skypilot-vms.csv").read_text()
 
 
 def test_skypilot_csv_to_store_to_recommendation(tmp_path, capsys):

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
-from conftest import cpu_row, gpu_row, job, make_fleet
+from helpers import cpu_row, gpu_row, job, make_fleet
 
 from deepvm.cli import main
 from deepvm.errors import SolverError

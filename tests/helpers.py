@@ -1,0 +1,87 @@
+"""Builders for small fleets and jobs, shared by the planner tests."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from deepvm.catalog import Catalog, validate_catalog
+from deepvm.overhead import SaturationModel
+from deepvm.planner.candidates import Job
+from deepvm.planner.fleet import Fleet, build_fleet
+from deepvm.quotas import Quotas
+
+WORKLOAD = "resnet50"
+
+
+def gpu_row(
+    name: str,
+    od: float,
+    spot: float | None,
+    *,
+    vcpus: float = 4,
+    gbps: float = 10,
+    group: str = "G",
+    peak: float = 1e14,
+) -> dict[str, object]:
+    return {
+        "provider": "aws",
+        "region": "r",
+        "instance_type": name,
+        "quota_group": group,
+        "vcpus": vcpus,
+        "memory_gib": 16,
+        "network_gbps": gbps,
+        "accelerator_name": "X",
+        "accelerator_count": 1,
+        "accelerator_memory_gib": 16,
+        "peak_flops": peak,
+        "ondemand_price": od,
+        "spot_price": spot,
+    }
+
+
+def cpu_row(
+    name: str,
+    od: float,
+    *,
+    memory_gib: float = 8,
+    gbps: float = 10,
+    vcpus: float = 4,
+    group: str = "standard",
+) -> dict[str, object]:
+    return {
+        "provider": "aws",
+        "region": "r",
+        "instance_type": name,
+        "quota_group": group,
+        "vcpus": vcpus,
+        "memory_gib": memory_gib,
+        "network_gbps": gbps,
+        "accelerator_name": None,
+        "accelerator_count": 0,
+        "accelerator_memory_gib": 0,
+        "peak_flops": None,
+        "ondemand_price": od,
+        "spot_price": od * 0.5,
+    }
+
+
+def make_fleet(
+    rows: list[dict[str, object]],
+    *,
+    quotas: dict[tuple[str, str], float] | None = None,
+    overhead: pd.DataFrame | None = None,
+    saturation: SaturationModel | None = None,
+) -> Fleet:
+    catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
+    return build_fleet(
+        catalog,
+        WORKLOAD,
+        quotas=Quotas(quotas or {}),
+        overhead_tables=[overhead] if overhead is not None else [],
+        saturation=saturation,
+    )
+
+
+def job(checkpoint_gb: float = 1.0, versions: int = 2) -> Job:
+    return Job(WORKLOAD, checkpoint_gb, versions)
