@@ -109,22 +109,32 @@ def _healthy(api: str) -> bool:
         return False
 
 
+def call(method: str, url: str, **kwargs) -> httpx.Response:
+    """One API call; a busy SQLite-backed server answers 503 for a moment under
+    load, which Prefect's own clients retry too."""
+    for _ in range(20):
+        response = httpx.request(method, url, timeout=30, **kwargs)
+        if response.status_code not in (502, 503, 504):
+            break
+        time.sleep(1)
+    response.raise_for_status()
+    return response
+
+
 def trigger(api: str, flow: str, deployment: str, parameters: dict) -> str:
     """What the UI's 'Run' button does: create a flow run of the deployment."""
-    dep = httpx.get(f"{api}/deployments/name/{flow}/{deployment}", timeout=10)
-    dep.raise_for_status()
-    run = httpx.post(
+    dep = call("GET", f"{api}/deployments/name/{flow}/{deployment}")
+    run = call(
+        "POST",
         f"{api}/deployments/{dep.json()['id']}/create_flow_run",
         json={"parameters": parameters},
-        timeout=10,
     )
-    run.raise_for_status()
     return run.json()["id"]
 
 
 def wait_final(api: str, run_id: str, home: Path, timeout: float = 240) -> str:
     def state():
-        body = httpx.get(f"{api}/flow_runs/{run_id}", timeout=10).json()
+        body = call("GET", f"{api}/flow_runs/{run_id}").json()
         kind = (body.get("state") or {}).get("type")
         return kind if kind in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
@@ -137,7 +147,7 @@ def wait_final(api: str, run_id: str, home: Path, timeout: float = 240) -> str:
 
 def test_deployments_exist_with_schedule(server):
     api, _, _ = server
-    nightly = httpx.get(f"{api}/deployments/name/nightly/nightly", timeout=10).json()
+    nightly = call("GET", f"{api}/deployments/name/nightly/nightly").json()
     (schedule,) = nightly["schedules"]
     assert schedule["schedule"]["cron"] == "0 3 * * *"
     assert schedule["schedule"]["timezone"] == "UTC"
@@ -146,9 +156,9 @@ def test_deployments_exist_with_schedule(server):
         ("benchmark", "benchmark"),
         ("refresh-prices", "refresh-prices"),
     ):
-        dep = httpx.get(f"{api}/deployments/name/{flow}/{name}", timeout=10).json()
+        dep = call("GET", f"{api}/deployments/name/{flow}/{name}").json()
         assert dep["work_pool_name"] == "deepvm-process" and dep["schedules"] == []
-    schema = httpx.get(f"{api}/deployments/name/recommend/recommend", timeout=10).json()[
+    schema = call("GET", f"{api}/deployments/name/recommend/recommend").json()[
         "parameter_openapi_schema"
     ]
     assert schema["properties"]["budget"]["exclusiveMinimum"] == 0  # the UI form validates
@@ -182,9 +192,9 @@ def test_recommend_and_nightly_through_the_api(server):
         "where snapshot_date = '2026-12-01'"
     ).df()
     assert int(prices["n"].iloc[0]) == 62
-    artifacts = httpx.post(
+    artifacts = call(
+        "POST",
         f"{api}/artifacts/filter",
         json={"artifacts": {"key": {"any_": ["deepvm-nightly-changes"]}}},
-        timeout=10,
     ).json()
     assert artifacts and "change report" in artifacts[0]["data"]
