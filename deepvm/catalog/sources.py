@@ -14,20 +14,10 @@ import pandas as pd
 
 from deepvm.catalog.common import Catalog, validate_catalog
 from deepvm.catalog.snapshot import load_catalog
+from deepvm.store import TABLES
 
-INSTANCE_COLUMNS = [
-    "provider",
-    "region",
-    "instance_type",
-    "quota_group",
-    "vcpus",
-    "memory_gib",
-    "network_gbps",
-    "accelerator_name",
-    "accelerator_count",
-    "accelerator_memory_gib",
-    "peak_flops",
-]
+# The `instances` table's columns, from the one schema module.
+INSTANCE_COLUMNS = TABLES["instances"][1].names
 
 
 @dataclass(frozen=True)
