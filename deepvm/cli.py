@@ -263,6 +263,51 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
     show.add_argument("--json", action="store_true")
 
+    sim = sub.add_parser("simulate", help="Monte Carlo checks of the analytic models")
+    sims = sim.add_subparsers(dest="simulate_command", required=True, metavar="WHAT")
+    pre = sims.add_parser(
+        "preemption",
+        help="makespan of one training run under spot preemptions",
+        description="Simulate many seeded runs (exponential preemptions per spot node, work "
+        "since the last checkpoint lost, a restart after each) and compare with the analytic "
+        "expected makespan (deepvm.preemption).",
+    )
+    pre.add_argument("--n-spot", type=int, required=True, help="spot nodes in the cluster")
+    pre.add_argument(
+        "--interruption-rate",
+        type=float,
+        required=True,
+        metavar="F",
+        help="fraction of spot instances reclaimed per month, e.g. 0.05",
+    )
+    pre.add_argument(
+        "--work-hours",
+        type=float,
+        required=True,
+        help="failure-free compute time of the run, hours",
+    )
+    pre.add_argument(
+        "--checkpoint-interval-s",
+        type=float,
+        help="seconds of work between checkpoints (default: Young/Daly)",
+    )
+    pre.add_argument(
+        "--checkpoint-stall-s",
+        type=float,
+        default=60.0,
+        help="seconds a checkpoint stalls training (default: 60)",
+    )
+    pre.add_argument(
+        "--restart-s",
+        type=float,
+        default=300.0,
+        help="seconds to re-acquire a node and reload (default: 300)",
+    )
+    pre.add_argument("--hourly-cost", type=float, default=0.0, help="USD/h, for cost_mean")
+    pre.add_argument("--runs", type=int, default=2000)
+    pre.add_argument("--seed", type=int, default=0)
+    pre.add_argument("--json", action="store_true")
+
     nt = sub.add_parser(
         "nightly",
         help="refresh prices, FLOPP, refit, re-plan every registered job",
@@ -939,6 +984,67 @@ def cmd_prices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
+
+    checks = [
+        (args.n_spot >= 0, "--n-spot must be >= 0"),
+        (0 <= args.interruption_rate < 1, "--interruption-rate must be in [0, 1)"),
+        (args.work_hours > 0, "--work-hours must be > 0"),
+        (
+            args.checkpoint_stall_s >= 0 and args.restart_s >= 0,
+            "--checkpoint-stall-s and --restart-s must be >= 0",
+        ),
+        (
+            args.checkpoint_interval_s is None or args.checkpoint_interval_s > 0,
+            "--checkpoint-interval-s must be > 0",
+        ),
+        (args.runs >= 2, "--runs must be >= 2"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise DeepvmError(message)
+    rate = cluster_rate_per_s(args.n_spot, args.interruption_rate)
+    analytic = expected_makespan(
+        args.work_hours, rate, args.checkpoint_interval_s, args.checkpoint_stall_s, args.restart_s
+    )
+    sim = simulate(
+        args.work_hours,
+        rate,
+        analytic.checkpoint_interval_s,
+        args.checkpoint_stall_s,
+        args.restart_s,
+        hourly_cost=args.hourly_cost,
+        runs=args.runs,
+        seed=args.seed,
+    )
+    out = {
+        "simulated": {
+            "makespan_h_mean": sim.makespan_h_mean,
+            "makespan_h_std": sim.makespan_h_std,
+            "cost_mean": sim.cost_mean,
+        },
+        "analytic": {
+            "makespan_h": analytic.makespan_h,
+            "checkpoint_interval_s": analytic.checkpoint_interval_s,
+            "efficiency": analytic.efficiency,
+        },
+    }
+    if args.json:
+        _print_json(out)
+    else:
+        print(
+            f"cluster preemption rate {rate * 3600:.4g}/h; checkpoint every "
+            f"{analytic.checkpoint_interval_s:.0f} s of work"
+        )
+        print(
+            f"analytic makespan {analytic.makespan_h:.3f} h (efficiency "
+            f"{analytic.efficiency:.1%}); simulated {sim.makespan_h_mean:.3f} h "
+            f"± {sim.makespan_h_std:.3f} over {sim.runs} runs"
+        )
+    return 0
+
+
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
@@ -950,6 +1056,7 @@ COMMANDS = {
     "fit": cmd_fit,
     "nightly": cmd_nightly,
     "prices": cmd_prices,
+    "simulate": cmd_simulate,
 }
 
 
