@@ -9,7 +9,7 @@ import sys
 import duckdb
 import pandas as pd
 import pytest
-from tests_paths import PAPER, ROOT
+from tests_paths import PAPER, PAPER_ARGS, ROOT
 
 from deepvm.cli import main
 from deepvm.flopp import PEAK_UTILISATION
@@ -29,16 +29,6 @@ REC_KEYS = {
     "throughput_flops",
     "objective_value",
 }
-PAPER_ARGS = [
-    "--catalog",
-    str(PAPER / "catalog.csv"),
-    "--throughput",
-    str(PAPER / "throughput.csv"),
-    "--overhead",
-    str(PAPER / "overhead.csv"),
-    "--quotas",
-    str(PAPER / "quotas.csv"),
-]
 
 
 def run_json(capsys, *argv):

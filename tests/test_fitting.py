@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from tests_paths import PAPER
+from tests_paths import PAPER, PAPER_ARGS
 
 from deepvm.cli import main
 from deepvm.errors import InputError
@@ -229,16 +229,7 @@ def test_planner_answer_changes_when_a_fit_says_a_type_scales_worse(tmp_path, ca
 
 
 def test_saturation_override(tmp_path, capsys):
-    paper = [
-        "--catalog",
-        str(PAPER / "catalog.csv"),
-        "--throughput",
-        str(PAPER / "throughput.csv"),
-        "--overhead",
-        str(PAPER / "overhead.csv"),
-        "--quotas",
-        str(PAPER / "quotas.csv"),
-    ]
+    paper = PAPER_ARGS
     assert main(["recommend", "--budget", "3", "--json", "--top", "1", *paper]) == 0
     rec = json.loads(capsys.readouterr().out)["recommendations"][0]
     assert rec["architecture"] == "tiering" and rec["n_workers"] > 2
