@@ -452,7 +452,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if store_uri:
         from deepvm.results import write_recommendations
 
-        written = write_recommendations(result, store_uri, scenario=args.scenario)
+        written, _ = write_recommendations(result, store_uri, scenario=args.scenario)
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
     if args.json:
         _print_json(

@@ -210,17 +210,10 @@ def replan(
     """Re-plan every job on the store's newest prices; one job's failure (an
     infeasible budget, say) is reported and the others still run."""
     from deepvm.planner.api import Inputs, recommend
-    from deepvm.results import recommendations_frame, write_recommendations
+    from deepvm.results import write_recommendations
 
     date = snapshot_date or today()
-    base = Inputs.load(store=store_uri)
-    inputs = Inputs(
-        catalog_from_store(store_uri, date, region),
-        base.quotas,
-        base.measured,
-        base.overhead_tables,
-        base.saturation,
-    )
+    inputs = Inputs.load(store=store_uri, region=region, snapshot_date=date)
     outcomes = []
     for job in scenarios:
         try:
@@ -237,10 +230,7 @@ def replan(
         except DeepvmError as exc:
             outcomes.append(PlanOutcome(job.name, None, str(exc)))
             continue
-        write_recommendations(result, store_uri, scenario=job.name, snapshot_date=date)
-        frame = recommendations_frame(
-            result, scenario=job.name, run_id="", created_at=dt.datetime.now(dt.UTC)
-        )
+        _, frame = write_recommendations(result, store_uri, scenario=job.name, snapshot_date=date)
         outcomes.append(PlanOutcome(job.name, frame))
     return outcomes
 

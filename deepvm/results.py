@@ -50,14 +50,16 @@ def write_recommendations(
     *,
     scenario: str | None = None,
     snapshot_date: str | None = None,
-) -> Path:
+) -> tuple[Path, pd.DataFrame]:
     """Write one recommend run as ``recommendations/snapshot_date=D/part-<scenario>``;
-    the same scenario on the same date replaces its rows, others stay."""
+    the same scenario on the same date replaces its rows, others stay. Returns the
+    file and the rows written."""
     name = _safe(scenario or default_scenario(result))
     now = dt.datetime.now(dt.UTC)
     df = recommendations_frame(result, scenario=name, run_id=uuid.uuid4().hex, created_at=now)
     store = Store.open(store_uri)
-    return store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
+    path = store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
+    return path, df
 
 
 def write_flopp(

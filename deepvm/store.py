@@ -276,6 +276,11 @@ class Store:
             df = pd.concat([old[keep], df], ignore_index=True) if any(keep) else df
         return self.write(table, df, partition=partition, name=name)
 
+    def has(self, table: str) -> bool:
+        """Whether anything was written to ``table`` (without reading it)."""
+        folder = self.root / table
+        return folder.exists() and next(folder.rglob("part-*.parquet"), None) is not None
+
     def read(self, table: str) -> pd.DataFrame:
         """All partitions of a table as one DataFrame, the partition column included
         (as a string). Empty, with the schema's columns, when nothing was written."""

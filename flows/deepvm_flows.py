@@ -128,7 +128,7 @@ def recommend(
         policies=tuple(policies),
         top=top,
     )
-    if Store.open(uri).read("prices").empty:  # a fresh store: start from the snapshot
+    if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
         refresh_prices_task(uri, "snapshot", None)
     outcome = plan_job_task(uri, job)
     if outcome.error:

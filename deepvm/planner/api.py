@@ -53,11 +53,13 @@ class Inputs:
         region: str | None = None,
         store: str | Path | None = None,
         saturation: str | Path | None = None,
+        snapshot_date: str | None = None,
     ) -> Inputs:
         """Read the input files (None: the shipped data, or the store's newest
         prices). User overhead rows take precedence over fitted ones in ``store``
         and those over the shipped defaults; ``throughput`` rows over the latest
-        successful benchmarks in ``store``."""
+        successful benchmarks in ``store``. ``snapshot_date`` picks the
+        store's newest prices at or before that date."""
         from deepvm.fitting import fitted_overhead_table
 
         tables = [load_overhead_table(overhead)] if overhead is not None else []
@@ -66,7 +68,7 @@ class Inputs:
             tables.append(fitted)
         tables.append(shipped_overhead_table())
         return cls(
-            catalog=_catalog(catalog, store, region),
+            catalog=_catalog(catalog, store, region, snapshot_date),
             quotas=load_quotas(quotas),
             measured=merge_measurements(
                 latest_measurements(store) if store is not None else None,
@@ -89,15 +91,20 @@ class Inputs:
         )
 
 
-def _catalog(path: str | Path | None, store: str | Path | None, region: str | None) -> Catalog:
+def _catalog(
+    path: str | Path | None,
+    store: str | Path | None,
+    region: str | None,
+    snapshot_date: str | None = None,
+) -> Catalog:
     """A catalog file wins; else the store's newest price snapshot, when it has one
     (after `deepvm prices refresh` or a nightly run); else the shipped snapshot."""
     if path is None and store is not None:
         from deepvm.pipeline import catalog_from_store
         from deepvm.store import Store
 
-        if not Store.open(store).read("prices").empty:
-            return catalog_from_store(store, region=region)
+        if Store.open(store).has("prices"):
+            return catalog_from_store(store, snapshot_date, region)
     return load_catalog(path, region=region)
 
 
