@@ -126,9 +126,8 @@ def paper_sweep() -> None:
     start = time.perf_counter()
     planner = Planner(fleet, job, budget_cap=max(budgets), max_nodes=max_nodes)
     planned = {}
-    for policy in POLICIES:
-        for b, c in planner.sweep_policy(policy, budgets).items():
-            planned[b, policy] = c
+    for (policy, b), c in planner.sweep(POLICIES, budgets).items():
+        planned[b, policy] = c
     t_plan = time.perf_counter() - start
 
     start = time.perf_counter()

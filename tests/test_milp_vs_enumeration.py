@@ -8,6 +8,7 @@ from helpers import cpu_row, gpu_row, job, make_fleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deepvm.overhead import SaturationModel
 from deepvm.planner.candidates import ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING, Config
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.policies import Planner
@@ -79,7 +80,15 @@ def scenarios(draw):
     for column in ("a", "b", "c", "p", "alpha", "beta"):
         if column not in overhead:
             overhead[column] = float("nan")
-    fleet = make_fleet(rows, quotas=quotas, overhead=overhead)
+    # Half the scenarios use a low saturation curve, so that with n <= 10 the
+    # network constraints bind on both the worker and the remote side.
+    saturation = draw(
+        st.one_of(
+            st.none(),
+            st.just(SaturationModel.from_points([(0.3, 1), (5, 2), (12.5, 3), (50, 6)])),
+        )
+    )
+    fleet = make_fleet(rows, quotas=quotas, overhead=overhead, saturation=saturation)
     budget = draw(st.integers(10, 2500)) / 100
     checkpoint = draw(st.sampled_from([0.1, 1.0, 3.0, 8.0]))
     return fleet, budget, checkpoint
@@ -105,21 +114,13 @@ POLICY_ARCHS = {
 }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.sampled_from(sorted(POLICY_ARCHS)))
-def test_milp_top3_equals_enumeration(scenario, policy_objective):
-    fleet, budget, checkpoint = scenario
-    policy, objective = policy_objective
-    j = job(checkpoint_gb=checkpoint)
-    planner = Planner(fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES)
-    got = [c for c, _ in planner.optimise(policy, budget, top=3)]
-
+def assert_same_optima(fleet, j, budget, policy, objective, got, top):
     feasible = enumerate_feasible(
-        fleet, j, budget, architectures=POLICY_ARCHS[policy_objective], max_nodes=MAX_NODES
+        fleet, j, budget, architectures=POLICY_ARCHS[policy, objective], max_nodes=MAX_NODES
     )
     linear = policy == "deepvm_noscale"
     scored = [(c, cost, reference_score(fleet, c, objective, linear)) for c, cost in feasible]
-    want = best_configs(scored, top=3)
+    want = best_configs(scored, top=top)
 
     assert len(got) == len(want)
     for config, (ref_config, ref_cost, ref_score) in zip(got, want, strict=True):
@@ -128,6 +129,37 @@ def test_milp_top3_equals_enumeration(scenario, policy_objective):
         assert score == pytest.approx(ref_score, rel=1e-6), (config, ref_config)
         if math.isclose(score, ref_score, rel_tol=1e-9):
             assert cost == pytest.approx(ref_cost, rel=1e-9, abs=1e-9), (config, ref_config)
+
+
+# presolve=False: the solver alone makes every choice, so the formulation itself is checked.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(sorted(POLICY_ARCHS)), st.booleans())
+def test_milp_top3_equals_enumeration(scenario, policy_objective, presolve):
+    fleet, budget, checkpoint = scenario
+    policy, objective = policy_objective
+    j = job(checkpoint_gb=checkpoint)
+    planner = Planner(
+        fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES, presolve=presolve
+    )
+    got = [c for c, _ in planner.optimise(policy, budget, top=3)]
+    assert_same_optima(fleet, j, budget, policy, objective, got, top=3)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["throughput", "paper"]), st.booleans())
+def test_sweep_blocks_equal_enumeration(scenario, objective, presolve):
+    """Every (policy, budget) of a sweep is one block of a single MILP."""
+    fleet, top_budget, checkpoint = scenario
+    j = job(checkpoint_gb=checkpoint)
+    budgets = [0.0, top_budget / 7, top_budget / 3, top_budget / 2, top_budget]
+    policies = [p for p, o in POLICY_ARCHS if o == objective]
+    planner = Planner(
+        fleet, j, objective=objective, budget_cap=top_budget, max_nodes=MAX_NODES, presolve=presolve
+    )
+    swept = planner.sweep(policies, budgets)
+    for (policy, budget), config in swept.items():
+        got = [] if config is None else [config]
+        assert_same_optima(fleet, j, budget, policy, objective, got, top=1)
 
 
 def test_enumerator_agrees_on_the_paper_scenario():

@@ -247,10 +247,8 @@ def sweep(
         time_limit_s=time_limit_s,
     )
     rows = []
-    for policy in chosen:
-        for budget, config in planner.sweep_policy(policy, budgets).items():
-            if config is None:
-                continue
+    for (policy, budget), config in planner.sweep(chosen, budgets).items():
+        if config is not None:
             rec = planner.describe(policy, 1, config, "", 0.0)
             rows.append(
                 {

@@ -19,22 +19,28 @@ among equal scores the cheaper cluster. Integer ranks also keep the objective
 well scaled whatever the FLOP/s magnitudes.
 
 Before each solve an exact presolve (``contenders``) drops candidates that
-cannot win: over budget on their workers alone, beaten by a smaller n of the
-same type, or ranked below a Single Anchor / On-Demand cluster that is known
-feasible. The survivors fill the slots of a problem compiled once per slot count
-(a power of two), whose coefficients are all cvxpy Parameters: sweeps, policies
-and top-k re-solve without re-compiling, and the solver sees only what matters
-(a catalog of 1,000 types has ~10^5 candidates, of which a few hundred survive).
+cannot win. Given the worker candidate, Tiering's remote constraints involve
+only (j, m), so the least feasible remote side has a closed form (``remote_floor``):
+m_j = max(1, ceil(n / N_sat(b_j)), ceil(n / N_sat(b_i)), ceil(kC / 0.8 M_j)) if
+that is within m_j's bound. Every candidate thus has a least hourly cost; those
+over budget go, and so does everything ranked below the best one that fits. What
+survives is the top-ranked group, and the MILP picks among it: the cheapest
+cluster, and for Tiering its remote type and count. The survivors fill the slots
+of a problem compiled once per slot count (a power of two), whose coefficients
+are all cvxpy Parameters, so policies and top-k re-solve without re-compiling.
+A sweep puts the problems of all its budgets into one block-diagonal MILP
+(``solve_blocks``): HiGHS has a fixed cost per call of several milliseconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,34 +106,21 @@ def score_ranks(score: FloatArray, mask: np.ndarray) -> FloatArray:
     return ranks
 
 
-def undominated(candidates: Candidates, ranks: FloatArray, mask: np.ndarray) -> np.ndarray:
-    """A presolve that keeps the answer exact and spares the solver most columns.
-
-    Among the allowed candidates of one architecture and GPU type, a larger n
-    costs more (and for Tiering needs at least the remote side of a smaller n),
-    so a candidate is dropped when a smaller allowed n ranks at least as high.
-    Single Anchor and On-Demand costs are fixed, and every allowed candidate is
-    within budget, so of those only the best of each type can win.
-
-    Candidates come grouped by (architecture, type), n ascending (build_candidates).
-    """
-    if not mask.any():
-        return mask
-    group = candidates.architecture * (int(candidates.worker.max()) + 1) + candidates.worker
-    allowed_rank = np.where(mask, ranks, 0.0)
-    big = float(ranks.max()) + 1.0
-    # Per-group running maximum via one cumulative max of group * big + rank
-    # (groups are contiguous and ascending).
-    running = np.maximum.accumulate(group * big + allowed_rank)
-    same_group = np.concatenate([[False], group[1:] == group[:-1]])
-    best_before = np.where(same_group, np.concatenate([[0.0], running[:-1]]) - group * big, 0.0)
-    beats_smaller_n = mask & (ranks > best_before)
-    starts = np.flatnonzero(~same_group)
-    group_best = np.repeat(
-        np.maximum.reduceat(allowed_rank, starts), np.diff(np.append(starts, len(group)))
-    )
-    tiering = candidates.arch_mask(TIERING)
-    return beats_smaller_n & (tiering | (ranks == group_best))
+def _undominated_remotes(
+    nsat: FloatArray, usable_gb: FloatArray, upper: FloatArray, price: FloatArray
+) -> list[int]:
+    """Remote types not beaten by another that serves at least as many workers,
+    holds at least as much, may run at least as many nodes and costs no more: only
+    these can give a Tiering candidate its cheapest remote side."""
+    better = np.stack([nsat, usable_gb, upper, -price], axis=1)
+    keep = []
+    for j in range(len(price)):
+        at_least = np.all(better >= better[j], axis=1)
+        strictly = np.any(better > better[j], axis=1)
+        earlier_equal = at_least & ~strictly & (np.arange(len(price)) < j)
+        if not np.any(at_least & strictly) and not earlier_equal.any():
+            keep.append(j)
+    return keep
 
 
 @contextlib.contextmanager
@@ -208,9 +201,12 @@ class ClusterMILP:
         *,
         budget_cap: float | None = None,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        presolve: bool = True,
     ) -> None:
         self.fleet, self.job, self.candidates = fleet, job, candidates
         self.time_limit_s = time_limit_s
+        # presolve=False leaves every choice to the solver (tests check it alone).
+        self.presolve = presolve
         self._k, self._j = len(candidates), len(fleet.cpu_types)
         tier = candidates.arch_mask(TIERING)
         n = candidates.n.astype(float)
@@ -219,6 +215,7 @@ class ClusterMILP:
         self._n_tier = n * self._tier
         self._share = self._n_tier / nsat_gpu[candidates.worker]
         self._remote_upper = self._remote_upper_bounds(budget_cap)
+        self._nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float) if self._j else np.zeros(0)
         self._problems: dict[int, _SlotProblem] = {}
         self.update_prices()
 
@@ -238,7 +235,8 @@ class ClusterMILP:
             self.fleet = fleet
         # NaN (no spot market) never reaches the solver: such candidates do not exist.
         self._worker_cost = np.nan_to_num(self.candidates.cost(self.fleet), nan=np.inf)
-        self._cheapest_remote = float(np.min(self.fleet.cpu_ondemand)) if self._j else np.inf
+        self._remote_floor = self.remote_floor()
+        self._least_cost = self._worker_cost + self._remote_floor
 
     def _slots(self, count: int) -> _SlotProblem:
         size = max(16, 1 << max(count - 1, 0).bit_length())
@@ -281,17 +279,45 @@ class ClusterMILP:
                 status = LIMIT_WITH_INCUMBENT
         return status
 
-    def contenders(self, ranks: FloatArray, mask: np.ndarray, budget: float) -> np.ndarray:
-        """The candidates that can still be the best answer (an exact presolve)."""
-        limit = budget * (1 + BUDGET_RTOL) + 1e-12
-        mask = mask & (self._worker_cost <= limit)
+    def remote_floor(self) -> FloatArray:
+        """Per candidate, the least hourly cost of its remote side: 0 without one,
+        inf where no remote type and count satisfies Tiering's constraints."""
         tier = self._tier > 0
-        # A Tiering cluster also pays for at least one remote node.
-        mask &= ~tier | (self._worker_cost + self._cheapest_remote <= limit)
-        mask = undominated(self.candidates, ranks, mask)
-        fixed = mask & ~tier  # Single Anchor / On-Demand: feasible as they stand
-        if fixed.any():
-            mask &= ranks >= ranks[fixed].max()
+        floor = np.where(tier, np.inf, 0.0)
+        if not self._j or not tier.any():
+            return floor
+        f = self.fleet
+        n = self.candidates.n[tier].astype(float)
+        share = self._share[tier]
+        usable = REMOTE_MEMORY_FRACTION * f.cpu_memory_gb
+        need = self.job.remote_memory_needed_gb
+        best = floor[tier]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j in _undominated_remotes(
+                self._nsat_cpu, usable, self._remote_upper, f.cpu_ondemand
+            ):
+                m = np.maximum.reduce(
+                    [
+                        np.ones_like(n),
+                        np.ceil(n / self._nsat_cpu[j] - 1e-9),
+                        np.ceil(share - 1e-9),
+                        np.full_like(n, math.ceil(need / usable[j] - 1e-9) if need > 0 else 1.0),
+                    ]
+                )
+                cost = np.where(m <= self._remote_upper[j], m * f.cpu_ondemand[j], np.inf)
+                best = np.minimum(best, cost)
+        floor[tier] = best
+        return floor
+
+    def contenders(self, ranks: FloatArray, mask: np.ndarray, budget: float) -> np.ndarray:
+        """The candidates that can still be the best answer (an exact presolve):
+        those whose least cost fits the budget, ranked as high as the best of them."""
+        limit = budget * (1 + BUDGET_RTOL) + 1e-12
+        if not self.presolve:
+            return mask & (self._worker_cost <= limit)
+        mask = mask & (self._least_cost <= limit)
+        if mask.any():
+            mask &= ranks >= ranks[mask].max()
         return mask
 
     def solve(
@@ -337,6 +363,130 @@ class ClusterMILP:
                 ERROR, None, seconds, f"solver answer failed verification: {', '.join(problems)}"
             )
         return SolveOutcome(OPTIMAL, config, seconds)
+
+    def solve_blocks(
+        self, problems: Sequence[tuple[FloatArray, float, np.ndarray | None]]
+    ) -> list[SolveOutcome]:
+        """Solve many (score, budget, allowed) problems at once, as the blocks of one
+        block-diagonal MILP: they share no variable, so the joint optimum is each
+        block's optimum. Identical presolved blocks are solved once."""
+        results: list[SolveOutcome | None] = [None] * len(problems)
+        blocks: dict[tuple[int, ...], list[int]] = {}
+        block_ranks: list[FloatArray] = []
+        block_picks: list[np.ndarray] = []
+        for index, (score, budget, allowed) in enumerate(problems):
+            mask = np.ones(self._k, dtype=bool) if allowed is None else allowed > 0
+            ranks = score_ranks(score, mask)
+            picked = np.flatnonzero(self.contenders(ranks, mask, budget))
+            if picked.size == 0:
+                results[index] = SolveOutcome(INFEASIBLE, None, 0.0, "no candidate within budget")
+                continue
+            # Presolved survivors all fit and share the top rank (see contenders): the
+            # answer is the cheapest of them whatever the budget, so one block serves all.
+            key = tuple(int(k) for k in picked) if self.presolve else (index,)
+            if key not in blocks:
+                blocks[key] = []
+                block_ranks.append(ranks[picked])
+                block_picks.append(picked)
+            blocks[key].append(index)
+        if not blocks:
+            return [r for r in results if r is not None]
+        budgets = [min(problems[k][1] for k in members) for members in blocks.values()]
+        outcomes = self._solve_block_milp(block_picks, block_ranks, budgets)
+        for outcome, members in zip(outcomes, blocks.values(), strict=True):
+            for index in members:
+                results[index] = outcome
+        return [r for r in results if r is not None]
+
+    def _solve_block_milp(
+        self, picks: list[np.ndarray], ranks: list[FloatArray], budgets: list[float]
+    ) -> list[SolveOutcome]:
+        import cvxpy as cp
+        import scipy.sparse as sp
+
+        nb, j = len(picks), self._j
+        sizes = np.array([len(p) for p in picks])
+        cand = np.concatenate(picks)
+        block = np.repeat(np.arange(nb), sizes)
+        total = len(cand)
+        tier = self._tier[cand]
+        tiered = np.flatnonzero((np.bincount(block, weights=tier, minlength=nb) > 0) & (j > 0))
+        nt = len(tiered)
+        scale = 2.0 * np.maximum(np.array(budgets), 1e-9)
+        cost = self._worker_cost[cand]
+        one_hot = sp.csr_matrix((np.ones(total), (block, np.arange(total))), shape=(nb, total))
+        x = cp.Variable(total, boolean=True, name="x")
+        # "No cluster" per block, worth 0 < any candidate's rank - cost/2B: a block
+        # with no feasible candidate picks it instead of making the whole MILP infeasible.
+        none = cp.Variable(nb, boolean=True, name="none")
+        objective = (np.concatenate(ranks) - cost / scale[block]) @ x
+        constraints = [one_hot @ x + none == 1]
+        if not j:
+            constraints.append(cp.multiply(tier, x) == 0)  # Tiering needs a remote type
+        spend = one_hot @ cp.multiply(cost, x)
+        if nt:
+            w = cp.Variable(nt * j, boolean=True, name="w")
+            m = cp.Variable(nt * j, integer=True, name="m")
+            rows = one_hot[tiered]  # tiered blocks x slots
+            per_block = sp.kron(sp.eye(nt), np.ones((1, j)), format="csr")
+
+            def along(values: FloatArray) -> sp.csr_matrix:
+                return sp.kron(sp.eye(nt), values.reshape(1, -1), format="csr")
+
+            price = self.fleet.cpu_ondemand.astype(float)
+            usable = REMOTE_MEMORY_FRACTION * self.fleet.cpu_memory_gb
+            constraints += [
+                per_block @ w == rows @ cp.multiply(tier, x),
+                m >= w,
+                m <= cp.multiply(np.tile(self._remote_upper, nt), w),
+                rows @ cp.multiply(self._n_tier[cand], x) <= along(self._nsat_cpu) @ m,
+                rows @ cp.multiply(self._share[cand], x) <= per_block @ m,
+                along(usable) @ m
+                >= self.job.remote_memory_needed_gb * (rows @ cp.multiply(tier, x)),
+            ]
+            remote_spend = sp.csr_matrix(
+                (np.tile(price, nt), (np.repeat(tiered, j), np.arange(nt * j))), shape=(nb, nt * j)
+            )
+            spend = spend + remote_spend @ m
+            objective = objective - (np.tile(price, nt) / np.repeat(scale[tiered], j)) @ m
+        constraints.append(spend <= np.array(budgets))
+        problem = cp.Problem(cp.Maximize(objective), constraints)
+        status, seconds = self._run(problem)
+        if status != OPTIMAL:
+            return [SolveOutcome(status, None, seconds)] * nb
+        chosen, empty = x.value, none.value
+        assert chosen is not None and empty is not None
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        where = {int(b): t for t, b in enumerate(tiered)}
+        outcomes = []
+        for b in range(nb):
+            if empty[b] > 0.5:
+                outcomes.append(SolveOutcome(INFEASIBLE, None, seconds / nb, "nothing fits"))
+                continue
+            k = int(cand[starts[b] + int(np.argmax(chosen[starts[b] : starts[b] + sizes[b]]))])
+            c = self.candidates
+            arch = ARCHITECTURES[int(c.architecture[k])]
+            if arch == TIERING:
+                t = where[b]
+                opened, counts = w.value, m.value
+                assert opened is not None and counts is not None
+                choice = int(np.argmax(opened[t * j : (t + 1) * j]))
+                config = Config(
+                    arch,
+                    int(c.worker[k]),
+                    int(c.n[k]),
+                    choice,
+                    round(float(counts[t * j + choice])),
+                )
+            else:
+                config = Config(arch, int(c.worker[k]), int(c.n[k]))
+            problems_found = violations(self.fleet, self.job, config, budgets[b])
+            if problems_found:
+                message = f"solver answer failed verification: {', '.join(problems_found)}"
+                outcomes.append(SolveOutcome(ERROR, None, seconds / nb, message))
+            else:
+                outcomes.append(SolveOutcome(OPTIMAL, config, seconds / nb))
+        return outcomes
 
     def candidate_index(self, config: Config) -> int:
         c = self.candidates

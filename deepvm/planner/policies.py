@@ -100,6 +100,7 @@ class Planner:
         budget_cap: float | None = None,
         max_nodes: int = DEFAULT_MAX_NODES,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        presolve: bool = True,
     ) -> None:
         self.fleet, self.job = fleet, job
         self.objective = check_objective(objective)
@@ -108,7 +109,12 @@ class Planner:
             fleet, max_nodes=max_nodes, budget_cap=budget_cap
         )
         self.milp = ClusterMILP(
-            fleet, job, self.candidates, budget_cap=budget_cap, time_limit_s=time_limit_s
+            fleet,
+            job,
+            self.candidates,
+            budget_cap=budget_cap,
+            time_limit_s=time_limit_s,
+            presolve=presolve,
         )
         self._scores = {
             linear: candidate_scores(fleet, self.candidates, self.objective, linear_scaling=linear)
@@ -197,25 +203,31 @@ class Planner:
 
     # -- sweeps ---------------------------------------------------------------
 
-    def sweep_policy(self, policy: str, budgets: Sequence[float]) -> dict[float, Config | None]:
-        """The best configuration at every budget. For optimised policies the
-        optimum at budget B, of cost c, stays optimal for every budget in [c, B]
-        (the feasible set shrinks but keeps it), so one solve covers that range."""
-        result: dict[float, Config | None] = {}
-        if policy not in OPTIMISED_POLICIES:
-            return {b: self.baseline(policy, b) for b in budgets}
-        pending = sorted(set(budgets), reverse=True)
-        while pending:
-            budget = pending[0]
-            found = self.optimise(policy, budget, 1)
-            if not found:
-                result.update(dict.fromkeys(pending))
-                break
-            config = found[0][0]
-            cost = hourly_cost(self.fleet, config)
-            covered = [b for b in pending if b >= cost * (1 - 1e-12)]
-            result.update(dict.fromkeys(covered, config))
-            pending = [b for b in pending if b < cost * (1 - 1e-12)]
+    def sweep(
+        self, policies: Sequence[str], budgets: Sequence[float]
+    ) -> dict[tuple[str, float], Config | None]:
+        """The best configuration of every policy at every budget (None where
+        nothing fits). The optimised policies' problems, one per (policy, budget),
+        are the blocks of one MILP (see ClusterMILP.solve_blocks)."""
+        distinct = sorted(set(budgets))
+        result: dict[tuple[str, float], Config | None] = {}
+        problems, keys = [], []
+        for policy in policies:
+            if policy not in OPTIMISED_POLICIES:
+                result.update({(policy, b): self.baseline(policy, b) for b in distinct})
+                continue
+            archs = _architectures(policy, self.objective)
+            allowed = self.candidates.arch_mask(*archs).astype(float)
+            scores = self._scores[policy == "deepvm_noscale"]
+            problems += [(scores, b, allowed) for b in distinct]
+            keys += [(policy, b) for b in distinct]
+        for key, outcome in zip(keys, self.milp.solve_blocks(problems), strict=True):
+            if outcome.status == INFEASIBLE:
+                result[key] = None
+            elif outcome.status != OPTIMAL or outcome.config is None:
+                raise SolverError(_solver_message(outcome))
+            else:
+                result[key] = outcome.config
         return result
 
 
