@@ -16,7 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from deepvm.catalog.common import Catalog
-from deepvm.catalog.sources import PriceData, catalog_from_tables, get_source
+from deepvm.catalog.sources import (
+    PriceData,
+    catalog_from_tables,
+    fill_interruption_rates,
+    get_source,
+)
 from deepvm.errors import DeepvmError
 from deepvm.scenarios import Scenario
 from deepvm.store import Store
@@ -100,7 +105,7 @@ def refresh_prices(
     if data is not None:
         name = _safe(src.name)
         store.write("instances", data.instances, partition=None, name=name)
-        store.write("prices", data.prices, partition=date, name=name)
+        store.write("prices", fill_interruption_rates(data.prices), partition=date, name=name)
         return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
 

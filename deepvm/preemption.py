@@ -27,8 +27,34 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
 
 HOURS_PER_MONTH = 730.0
+
+# AWS's Spot Instance Advisor publishes the fraction of spot instances of a type
+# reclaimed per month in buckets; deepvm plans with one value per bucket: the
+# midpoint, and 0.30 for the open ">20%" bucket.
+INTERRUPTION_BUCKETS = {
+    "<5%": 0.025,
+    "5-10%": 0.075,
+    "10-15%": 0.125,
+    "15-20%": 0.175,
+    ">20%": 0.30,
+}
+# A type with a spot market but no published rate is planned as the worst bucket.
+DEFAULT_INTERRUPTION_RATE = INTERRUPTION_BUCKETS[">20%"]
+
+
+def bucket_rate(label: str) -> float:
+    """The monthly interruption fraction deepvm uses for an Advisor bucket label."""
+    key = label.strip().replace(" ", "").replace("%", "") + "%"
+    key = key.replace("-%", "%")
+    if key not in INTERRUPTION_BUCKETS:
+        known = ", ".join(INTERRUPTION_BUCKETS)
+        raise ValueError(f"unknown interruption bucket {label!r}; known: {known}")
+    return INTERRUPTION_BUCKETS[key]
 
 
 def hourly_hazard(monthly_fraction: float) -> float:
@@ -48,6 +74,28 @@ def young_daly_interval_s(stall_s: float, rate_per_s: float) -> float:
     if rate_per_s <= 0:
         return math.inf
     return math.sqrt(2.0 * stall_s / rate_per_s)
+
+
+def efficiency(
+    rate_per_s: npt.ArrayLike,
+    stall_s: npt.ArrayLike,
+    restart_s: npt.ArrayLike,
+    work_s: npt.ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Expected efficiency (useful work / wall time) and the checkpoint interval,
+    vectorised: Young/Daly's interval (at most the whole work, where given) and
+    the segment time of expected_makespan. Never preempted (rate 0): 1, no interval."""
+    rate = np.asarray(rate_per_s, dtype=float)
+    stall = np.broadcast_to(np.asarray(stall_s, dtype=float), rate.shape)
+    restart = np.broadcast_to(np.asarray(restart_s, dtype=float), rate.shape)
+    safe = np.where(rate > 0, rate, 1.0)
+    tau = np.where(rate > 0, np.sqrt(2.0 * stall / safe), np.inf)
+    if work_s is not None:
+        tau = np.minimum(tau, np.asarray(work_s, dtype=float))
+    with np.errstate(over="ignore", invalid="ignore"):
+        segment = np.expm1(safe * (tau + stall)) * (1.0 / safe + restart)
+        eff = np.where(rate > 0, tau / segment, 1.0)
+    return np.nan_to_num(eff, nan=0.0), tau
 
 
 @dataclass(frozen=True)

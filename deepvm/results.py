@@ -40,6 +40,8 @@ def recommendations_frame(
     df["objective"] = result.objective
     df["budget"] = result.budget
     df["checkpoint_gb"] = result.checkpoint_gb
+    df["work_flops"] = result.work_flops
+    df["deadline_h"] = result.deadline_h
     df["prices_snapshot"] = result.prices_snapshot
     return df
 

@@ -65,6 +65,8 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("fetched_at", _ts),
                 ("source", pa.string()),
                 ("stale", pa.bool_()),
+                # spot rows: fraction of spot instances reclaimed per month
+                ("interruption_rate", pa.float64()),
             ]
         ),
     ),
@@ -181,6 +183,14 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("hourly_cost", pa.float64()),
                 ("throughput_flops", pa.float64()),
                 ("objective_value", pa.float64()),
+                ("preemptions_per_h", pa.float64()),
+                ("checkpoint_interval_s", pa.float64()),
+                ("efficiency", pa.float64()),
+                ("goodput_flops", pa.float64()),
+                ("expected_makespan_h", pa.float64()),
+                ("expected_total_cost", pa.float64()),
+                ("work_flops", pa.float64()),
+                ("deadline_h", pa.float64()),
                 ("budget", pa.float64()),
                 ("checkpoint_gb", pa.float64()),
                 ("overhead_model", pa.string()),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deepvm.errors import UnknownWorkloadError
+from deepvm.errors import InputError, UnknownWorkloadError
 
 # Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
 CHECKPOINT_BYTES_PER_PARAM = 12
@@ -23,6 +23,9 @@ class Workload:
     name: str
     description: str
     parameters: int
+    # Training FLOPs (forward + backward) per sample, counted by
+    # torch.utils.flop_counter on the sample model (deepvm benchmark).
+    train_flops_per_sample: float
     cpu_batch_size: int = 4
     gpu_batch_size: int = 32
 
@@ -35,16 +38,40 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("resnet18", "ResNet-18, 224x224 images", 11_689_512, 8, 128),
-        Workload("resnet50", "ResNet-50, 224x224 images", 25_557_032, 4, 64),
-        Workload("vit-b16", "ViT-B/16, 224x224 images", 86_567_656, 2, 64),
-        Workload("gpt2", "GPT-2 small (124M), sequence 512", 124_439_808, 1, 16),
-        Workload("bert-base", "BERT-base, sequence 128", 109_514_298, 4, 64),
-        Workload("tiny", "a two-layer MLP on 64 features, for tests", 8_578, 64, 256),
+        Workload("resnet18", "ResNet-18, 224x224 images", 11_689_512, 10.648e9, 8, 128),
+        Workload("resnet50", "ResNet-50, 224x224 images", 25_557_032, 24.299e9, 4, 64),
+        Workload("vit-b16", "ViT-B/16, 224x224 images", 86_567_656, 100.86e9, 2, 64),
+        Workload("gpt2", "GPT-2 small (124M), sequence 512", 124_439_808, 408.48e9, 1, 16),
+        Workload("bert-base", "BERT-base, sequence 128", 109_514_298, 85.497e9, 4, 64),
+        Workload("tiny", "a two-layer MLP on 64 features, for tests", 8_578, 34_304.0, 64, 256),
     )
 }
 
 DEFAULT_WORKLOAD = "resnet50"
+
+
+def training_work(
+    workload: str,
+    *,
+    work_flops: float | None = None,
+    epochs: float | None = None,
+    dataset_size: float | None = None,
+) -> float | None:
+    """Total training FLOPs: given directly, or epochs x dataset size x the
+    workload's FLOPs per sample. None when neither is given."""
+    if work_flops is not None:
+        if epochs is not None or dataset_size is not None:
+            raise InputError("give the work either as --work or as --epochs and --dataset-size")
+        if not work_flops > 0 or work_flops == float("inf"):
+            raise InputError(f"--work {work_flops:g} must be a positive number of FLOPs")
+        return float(work_flops)
+    if epochs is None and dataset_size is None:
+        return None
+    if epochs is None or dataset_size is None:
+        raise InputError("--epochs and --dataset-size go together")
+    if not (epochs > 0 and dataset_size > 0):
+        raise InputError("--epochs and --dataset-size must be positive")
+    return epochs * dataset_size * get_workload(workload).train_flops_per_sample
 
 
 def get_workload(name: str) -> Workload:

@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepvm.overhead import SaturationModel
-from deepvm.planner.candidates import ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING, Config
+from deepvm.planner.candidates import (
+    DESIGN_ARCHITECTURES,
+    ON_DEMAND,
+    SINGLE_ANCHOR,
+    TIERING,
+    Config,
+)
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.policies import Planner
 
@@ -106,8 +112,8 @@ def reference_score(fleet, config: Config, objective: str, linear: bool) -> floa
 
 
 POLICY_ARCHS = {
-    ("deepvm", "throughput"): ARCHITECTURES,
-    ("deepvm_noscale", "throughput"): ARCHITECTURES,
+    ("deepvm", "throughput"): DESIGN_ARCHITECTURES,
+    ("deepvm_noscale", "throughput"): DESIGN_ARCHITECTURES,
     ("on_demand", "throughput"): (ON_DEMAND,),
     ("deepvm", "paper"): (SINGLE_ANCHOR, TIERING),
     ("on_demand", "paper"): (ON_DEMAND,),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from deepvm.errors import InputError
-from deepvm.inputs import numeric_column, reject_duplicates, text_column
+from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
 
 CATALOG_COLUMNS = (
     "provider",
@@ -27,6 +28,9 @@ OPTIONAL_COLUMNS: dict[str, object] = {
     "accelerator_memory_gib": 0.0,
     "peak_flops": float("nan"),
     "spot_zone": None,  # the zone of the spot price, where the source has zones
+    # Fraction of spot instances reclaimed per month (NaN: unknown); a catalog may
+    # give Spot Instance Advisor buckets instead, in `interruption_bucket`.
+    "interruption_rate": float("nan"),
 }
 
 
@@ -47,6 +51,57 @@ ACCELERATOR_PEAK_FLOPS = {
     "M60": 4.8e12,
     "K80": 4.4e12,
 }
+
+
+def _interruption_rates(df: pd.DataFrame, what: str) -> pd.Series:
+    """`interruption_rate` where given, else the value of `interruption_bucket`."""
+    from deepvm.preemption import bucket_rate
+
+    rates = numeric_column(df, "interruption_rate", what, minimum=0, allow_missing=True)
+    if "interruption_bucket" in df.columns:
+        for index in df.index[rates.isna() & df["interruption_bucket"].notna()]:
+            label = str(df.at[index, "interruption_bucket"])
+            if not label.strip():
+                continue
+            try:
+                rates.at[index] = bucket_rate(label)
+            except ValueError as exc:
+                raise InputError(f"{what} row {df.at[index, 'instance_type']!r}: {exc}") from None
+    too_high = rates >= 1
+    if too_high.any():
+        row = df.loc[too_high.idxmax(), "instance_type"]
+        raise InputError(
+            f"{what} row {row!r}: interruption_rate {rates[too_high].iloc[0]:g} must be a "
+            "monthly fraction below 1"
+        )
+    return rates
+
+
+def load_interruptions(path: str | Path) -> pd.DataFrame:
+    """An interruption-rate override file: instance_type and either
+    interruption_rate (monthly fraction) or interruption_bucket (an Advisor label)."""
+    df = read_table(path, ["instance_type"], "interruptions")
+    if not {"interruption_rate", "interruption_bucket"} & set(df.columns):
+        raise InputError(
+            f"interruptions file {str(path)!r} needs columns instance_type and "
+            "interruption_rate or interruption_bucket"
+        )
+    df = df.copy()
+    df["instance_type"] = text_column(df, "instance_type", "interruptions")
+    reject_duplicates(df, ["instance_type"], "interruptions")
+    if "interruption_rate" not in df.columns:
+        df["interruption_rate"] = float("nan")
+    df["interruption_rate"] = _interruption_rates(df, f"interruptions file {str(path)!r}")
+    return df[["instance_type", "interruption_rate"]]
+
+
+def with_interruptions(catalog: Catalog, overrides: pd.DataFrame) -> Catalog:
+    """The catalog with the override file's rates for the types it names."""
+    df = catalog.instances.copy()
+    rates = overrides.set_index("instance_type")["interruption_rate"]
+    named = df["instance_type"].isin(rates.index)
+    df.loc[named, "interruption_rate"] = df.loc[named, "instance_type"].map(rates)
+    return Catalog(df, catalog.snapshot)
 
 
 @dataclass(frozen=True)
@@ -101,6 +156,7 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
     out["spot_price"] = numeric_column(
         out, "spot_price", what, strictly_positive=True, allow_missing=True
     )
+    out["interruption_rate"] = _interruption_rates(out, what)
     if region is not None:
         out = out[out["region"] == region]
         if out.empty:

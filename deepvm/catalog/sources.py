@@ -47,11 +47,15 @@ def catalog_to_price_data(
         part["zone"] = None
         part["market"] = market
         part["usd_per_hour"] = df.loc[part.index, column].astype(float)
+        part["interruption_rate"] = (
+            df.loc[part.index, "interruption_rate"].astype(float) if market == "spot" else None
+        )
         parts.append(part)
     prices = pd.concat(parts, ignore_index=True)
     prices["fetched_at"] = when
     prices["source"] = source
     prices["stale"] = False
+    prices["interruption_rate"] = prices["interruption_rate"].astype(float)
     instances = df[INSTANCE_COLUMNS].copy()
     instances["accelerator_count"] = instances["accelerator_count"].astype(int)
     return PriceData(instances.reset_index(drop=True), prices, source)
@@ -125,7 +129,9 @@ def catalog_from_tables(
         raise InputError(f"no prices for region {region!r}")
     cheapest = prices.sort_values("usd_per_hour").drop_duplicates(["instance_type", "market"])
     wide_prices = cheapest.pivot(index="instance_type", columns="market", values="usd_per_hour")
-    zones = cheapest[cheapest["market"] == "spot"].set_index("instance_type")["zone"]
+    spot = cheapest[cheapest["market"] == "spot"].set_index("instance_type")
+    zones = spot["zone"]
+    rates = spot.get("interruption_rate")
     wide = instances.drop_duplicates("instance_type", keep="last").set_index("instance_type")
     wide = wide.join(wide_prices, how="inner").reset_index()
     wide = wide.rename(columns={"on_demand": "ondemand_price", "spot": "spot_price"})
@@ -134,4 +140,23 @@ def catalog_from_tables(
             wide[column] = float("nan")
     wide = wide[wide["ondemand_price"].notna()]
     wide["spot_zone"] = wide["instance_type"].map(zones)
+    wide["interruption_rate"] = (
+        wide["instance_type"].map(rates).astype(float) if rates is not None else float("nan")
+    )
     return Catalog(validate_catalog(wide), snapshot=label)
+
+
+def fill_interruption_rates(prices: pd.DataFrame) -> pd.DataFrame:
+    """Spot rows without a rate (live price APIs do not publish one) take the
+    shipped snapshot's rate for their instance type, so every stored snapshot
+    carries the rates it was planned with."""
+    shipped = load_catalog(None).instances.set_index("instance_type")["interruption_rate"]
+    out = prices.copy()
+    if "interruption_rate" not in out:
+        out["interruption_rate"] = float("nan")
+    out["interruption_rate"] = out["interruption_rate"].astype(float)
+    missing = (out["market"] == "spot") & out["interruption_rate"].isna()
+    if missing.any():
+        filled = out.loc[missing, "instance_type"].map(shipped).astype(float)
+        out.loc[missing, "interruption_rate"] = filled
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from deepvm.catalog import Catalog, load_catalog
-from deepvm.errors import InputError
+from deepvm.errors import InfeasibleError, InputError
 from deepvm.flopp import latest_measurements, load_throughput, merge_measurements
 from deepvm.overhead import (
     SaturationModel,
@@ -18,8 +18,14 @@ from deepvm.overhead import (
     load_saturation,
     shipped_overhead_table,
 )
-from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES, Job
+from deepvm.planner.candidates import (
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_MAX_NODES,
+    Config,
+    Job,
+)
 from deepvm.planner.fleet import Fleet, build_fleet
+from deepvm.planner.goodput import CheckpointCosts
 from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
 from deepvm.planner.objectives import DEFAULT_OBJECTIVE
 from deepvm.planner.policies import (
@@ -132,6 +138,8 @@ class RecommendResult:
     checkpoint_gb: float
     prices_snapshot: str
     recommendations: list[Recommendation]
+    work_flops: float | None = None
+    deadline_h: float | None = None
 
 
 def recommend(
@@ -146,15 +154,24 @@ def recommend(
     inputs: Inputs | None = None,
     max_nodes: int = DEFAULT_MAX_NODES,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    work_flops: float | None = None,
+    deadline_h: float | None = None,
+    checkpoint_costs: CheckpointCosts | None = None,
 ) -> RecommendResult:
     """The best clusters for ``budget`` USD/h, ranked, per policy.
 
-    Raises InfeasibleError (naming the cheapest feasible cluster) when the
-    ``deepvm`` policy, or every requested policy, finds nothing within budget.
+    ``work_flops`` (total training FLOPs) adds expected makespan and total cost
+    to every recommendation; objective ``cost`` needs it, and may take a
+    ``deadline_h`` on the expected makespan.
+
+    Raises InfeasibleError (naming the cheapest feasible cluster, or the fastest
+    makespan when the deadline is what cannot be met) when the ``deepvm``
+    policy, or every requested policy, finds nothing.
     """
     budget = _check_budget(budget)
     if top < 1:
         raise InputError(f"--top {top} must be >= 1")
+    _check_deadline(deadline_h, objective)
     chosen = check_policies(policies)
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(workload)
@@ -166,11 +183,67 @@ def recommend(
         budget_cap=budget,
         max_nodes=max_nodes,
         time_limit_s=time_limit_s,
+        work_flops=work_flops,
+        deadline_h=deadline_h,
+        checkpoint_costs=checkpoint_costs,
     )
     recs = planner.recommend(budget, chosen, top)
     if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
+        if deadline_h is not None:
+            fastest = _fastest(planner, budget)
+            if fastest is not None:
+                raise InfeasibleError(
+                    f"no cluster within ${budget:g}/h finishes the work by the {deadline_h:g} h "
+                    f"deadline: the fastest, {_cluster_words(planner.fleet, fastest[0])}, "
+                    f"takes {fastest[1]:.4g} h expected; raise --deadline-h to at least "
+                    f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise --budget"
+                )
         raise infeasible_budget_error(fleet, job, budget, max_nodes)
-    return RecommendResult(budget, objective, workload, job.checkpoint_gb, fleet.snapshot, recs)
+    return RecommendResult(
+        budget,
+        objective,
+        workload,
+        job.checkpoint_gb,
+        fleet.snapshot,
+        recs,
+        work_flops,
+        deadline_h,
+    )
+
+
+def _check_deadline(deadline_h: float | None, objective: str) -> None:
+    if deadline_h is None:
+        return
+    if not (math.isfinite(deadline_h) and deadline_h > 0):
+        raise InputError(f"--deadline-h {deadline_h:g} must be a positive number of hours")
+    if objective != "cost":
+        raise InputError("--deadline-h applies to --objective cost")
+
+
+def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
+    """The cluster with the shortest expected makespan within the budget: the most
+    expected goodput, over the same candidates."""
+    fastest = Planner(
+        planner.fleet,
+        planner.job,
+        objective="goodput",
+        budget_cap=budget,
+        max_nodes=planner.max_nodes,
+        work_flops=planner.work_flops,
+        checkpoint_costs=planner.costs,
+    )
+    found = fastest.optimise("deepvm", budget, 1)
+    if not found:
+        return None
+    config = found[0][0]
+    return config, fastest.describe("deepvm", 1, config, "", 0.0).expected_makespan_h
+
+
+def _cluster_words(fleet: Fleet, config: Config) -> str:
+    what = f"{config.n_workers} x {fleet.gpu_types[config.worker]} ({config.architecture}"
+    if config.remote is not None:
+        what += f" + {config.n_remote} x {fleet.cpu_types[config.remote]}"
+    return what + ")"
 
 
 def parse_budgets(spec: str) -> list[float]:
@@ -227,11 +300,15 @@ def sweep(
     inputs: Inputs | None = None,
     max_nodes: int = DEFAULT_MAX_NODES,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    work_flops: float | None = None,
+    deadline_h: float | None = None,
+    checkpoint_costs: CheckpointCosts | None = None,
 ) -> SweepResult:
     """Every policy at every budget (the paper's simulation). ``normalized`` is
     throughput over the ``deepvm`` policy's throughput at the largest budget. A
     budget at which a policy finds no cluster (0, say) has no row for it."""
     budgets = sorted({_check_budget(b, "budget", allow_zero=True) for b in budgets})
+    _check_deadline(deadline_h, objective)
     if not budgets:
         raise InputError("sweep needs at least one budget")
     chosen = check_policies(policies)
@@ -245,6 +322,9 @@ def sweep(
         budget_cap=max(budgets),
         max_nodes=max_nodes,
         time_limit_s=time_limit_s,
+        work_flops=work_flops,
+        deadline_h=deadline_h,
+        checkpoint_costs=checkpoint_costs,
     )
     rows = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():

@@ -17,7 +17,12 @@ from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntA
 SINGLE_ANCHOR = "single_anchor"
 TIERING = "tiering"
 ON_DEMAND = "on_demand"
-ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND)
+# All spot, checkpoints in object storage: the DeepVM paper rejects it; it is
+# planned only where preemption risk is priced (objectives goodput and cost).
+OBJECT_STORE = "spot_object_store"
+ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND, OBJECT_STORE)
+# What the throughput objective plans over (DESIGN §4.3).
+DESIGN_ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND)
 
 DEFAULT_MAX_NODES = 256
 DEFAULT_CHECKPOINT_VERSIONS = 2
@@ -73,6 +78,8 @@ def hourly_cost(fleet: Fleet, config: Config) -> float:
         return float(fleet.gpu_ondemand[i] + (n - 1) * fleet.gpu_spot[i])
     if config.architecture == ON_DEMAND:
         return float(n * fleet.gpu_ondemand[i])
+    if config.architecture == OBJECT_STORE:
+        return float(n * fleet.gpu_spot[i] + fleet.object_store_usd_per_hour)
     assert config.remote is not None
     return float(n * fleet.gpu_spot[i] + config.n_remote * fleet.cpu_ondemand[config.remote])
 
@@ -96,7 +103,7 @@ def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[st
     broken: list[str] = []
     if arch not in ARCHITECTURES:
         return [f"unknown architecture {arch!r}"]
-    if arch in (SINGLE_ANCHOR, TIERING) and not np.isfinite(fleet.gpu_spot[i]):
+    if arch in (SINGLE_ANCHOR, TIERING, OBJECT_STORE) and not np.isfinite(fleet.gpu_spot[i]):
         return ["worker type has no spot price"]
     if arch == SINGLE_ANCHOR:
         if n < 2:
@@ -110,6 +117,11 @@ def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[st
             broken.append("on-demand needs n >= 1")
         if n * vcpus > q.limit(group, "on_demand"):
             broken.append("on-demand quota")
+    elif arch == OBJECT_STORE:
+        if n < 1:
+            broken.append("object-store cluster needs n >= 1")
+        if n * vcpus > q.limit(group, "spot"):
+            broken.append("spot quota")
     else:
         j, m = config.remote, config.n_remote
         if j is None or m < 1 or n < 1:
@@ -152,8 +164,8 @@ class Candidates:
         spot, od = fleet.gpu_spot[i], fleet.gpu_ondemand[i]
         arch = self.architecture
         return np.select(
-            [arch == 0, arch == 1, arch == 2],
-            [od + (n - 1) * spot, n * spot, n * od],
+            [arch == 0, arch == 1, arch == 2, arch == 3],
+            [od + (n - 1) * spot, n * spot, n * od, n * spot + fleet.object_store_usd_per_hour],
         )
 
 
@@ -172,17 +184,24 @@ def node_limits(fleet: Fleet, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, I
         SINGLE_ANCHOR: np.where(anchor_ok, np.minimum(spot_n + 1, max_nodes), 0).astype(np.int64),
         TIERING: np.where(has_spot, spot_n, 0).astype(np.int64),
         ON_DEMAND: od_n.astype(np.int64),
+        OBJECT_STORE: np.where(has_spot, spot_n, 0).astype(np.int64),
     }
 
 
 def build_candidates(
-    fleet: Fleet, *, max_nodes: int = DEFAULT_MAX_NODES, budget_cap: float | None = None
+    fleet: Fleet,
+    *,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    budget_cap: float | None = None,
+    architectures: tuple[str, ...] = DESIGN_ARCHITECTURES,
 ) -> Candidates:
     """Every (architecture, i, n) within quotas and ``max_nodes``; with
     ``budget_cap``, only those whose worker side alone costs at most that much."""
     limits = node_limits(fleet, max_nodes)
     parts: list[tuple[int, int, IntArray]] = []
     for code, arch in enumerate(ARCHITECTURES):
+        if arch not in architectures:
+            continue
         low = 2 if arch == SINGLE_ANCHOR else 1
         for i in range(len(fleet.gpu_types)):
             top = int(limits[arch][i])

@@ -10,9 +10,10 @@ import math
 from collections.abc import Iterable
 
 from deepvm.planner.candidates import (
-    ARCHITECTURES,
     BUDGET_RTOL,
     DEFAULT_MAX_NODES,
+    DESIGN_ARCHITECTURES,
+    OBJECT_STORE,
     ON_DEMAND,
     SINGLE_ANCHOR,
     TIERING,
@@ -28,7 +29,7 @@ def enumerate_feasible(
     job: Job,
     budget: float,
     *,
-    architectures: Iterable[str] = ARCHITECTURES,
+    architectures: Iterable[str] = DESIGN_ARCHITECTURES,
     max_nodes: int = DEFAULT_MAX_NODES,
 ) -> list[tuple[Config, float]]:
     """Every feasible configuration with its hourly cost; for Tiering every
@@ -71,6 +72,10 @@ def enumerate_feasible(
                 cost = n * od
                 if cost <= limit and n * c <= q.limit(g, "on_demand"):
                     out.append((Config(ON_DEMAND, i, n), cost))
+            if OBJECT_STORE in archs and has_spot:
+                cost = n * spot + fleet.object_store_usd_per_hour
+                if cost <= limit and n * c <= q.limit(g, "spot"):
+                    out.append((Config(OBJECT_STORE, i, n), cost))
             if TIERING in archs and has_spot and n * c <= q.limit(g, "spot"):
                 for j, nsat, mem, price, cj, cap in remotes[i]:
                     m = 1

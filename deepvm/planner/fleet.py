@@ -4,7 +4,7 @@ for one workload (throughput, speedup model) — DESIGN §4.1."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,10 @@ class Fleet:
     snapshot: str
     region: str = ""
     gpu_spot_zone: tuple[str | None, ...] = ()
+    # Monthly fraction of spot instances reclaimed, per GPU type (NaN: unknown).
+    gpu_interruption: FloatArray = field(default_factory=lambda: np.zeros(0))
+    # Storage and requests of an all-spot cluster's checkpoints (spot_object_store).
+    object_store_usd_per_hour: float = 0.0
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -117,4 +121,5 @@ def build_fleet(
         snapshot=catalog.snapshot,
         region=str(catalog.instances["region"].iloc[0]),
         gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
+        gpu_interruption=g["interruption_rate"].to_numpy(float),
     )

@@ -4,6 +4,11 @@
 * ``paper``: the DeepVM paper's score FLOPP_i * s_i(n), FLOPP_i = 3600 F_i / p_i
   (FLOP per USD) with p_i the spot price (Single Anchor, Tiering) or, for
   On-Demand clusters, the on-demand price.
+* ``goodput``: expected goodput, F_i * s_i(n) x efficiency under preemption
+  (deepvm.planner.goodput).
+* ``cost``: the least expected total cost of a given amount of work (optionally
+  by a deadline); scored as minus that cost, computed by the Planner, which knows
+  each candidate's cheapest remote side.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from deepvm.flopp import SECONDS_PER_HOUR
 from deepvm.planner.candidates import ON_DEMAND, Candidates, Config, throughput
 from deepvm.planner.fleet import Fleet, FloatArray
 
-OBJECTIVES = ("throughput", "paper")
+OBJECTIVES = ("throughput", "paper", "goodput", "cost")
+# Objectives that price preemption, and so may plan all-spot object-store clusters.
+RISK_OBJECTIVES = ("goodput", "cost")
 DEFAULT_OBJECTIVE = "throughput"
 
 
@@ -32,7 +39,7 @@ def candidate_scores(
     i = candidates.worker
     s = candidates.n.astype(float) if linear_scaling else candidates.speedup
     flops = fleet.gpu_flops[i] * s
-    if objective == "throughput":
+    if objective in ("throughput", "goodput", "cost"):  # the Planner applies the risk
         return flops
     od = candidates.arch_mask(ON_DEMAND)
     price = np.where(od, fleet.gpu_ondemand[i], fleet.gpu_spot[i])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from deepvm.errors import InfeasibleError, InputError, SolverError
 from deepvm.planner.candidates import (
     ARCHITECTURES,
     DEFAULT_MAX_NODES,
+    DESIGN_ARCHITECTURES,
     ON_DEMAND,
     SINGLE_ANCHOR,
     TIERING,
@@ -23,7 +24,13 @@ from deepvm.planner.candidates import (
     node_limits,
     throughput,
 )
-from deepvm.planner.fleet import Fleet
+from deepvm.planner.fleet import Fleet, FloatArray
+from deepvm.planner.goodput import (
+    CheckpointCosts,
+    config_risk,
+    object_store_usd_per_hour,
+    risk,
+)
 from deepvm.planner.milp import (
     DEFAULT_TIME_LIMIT_S,
     INFEASIBLE,
@@ -33,7 +40,12 @@ from deepvm.planner.milp import (
     ClusterMILP,
     SolveOutcome,
 )
-from deepvm.planner.objectives import candidate_scores, check_objective, config_objective
+from deepvm.planner.objectives import (
+    RISK_OBJECTIVES,
+    candidate_scores,
+    check_objective,
+    config_objective,
+)
 
 POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
 OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
@@ -59,6 +71,14 @@ class Recommendation:
     hourly_cost: float
     throughput_flops: float
     objective_value: float
+    # Preemption (deepvm.planner.goodput): expected rate, Young/Daly interval (NaN:
+    # never preempted), efficiency, goodput; makespan and total cost given the work.
+    preemptions_per_h: float
+    checkpoint_interval_s: float
+    efficiency: float
+    goodput_flops: float
+    expected_makespan_h: float
+    expected_total_cost: float
     overhead_model: str
     overhead_source: str
     flops_source: str
@@ -85,7 +105,9 @@ def _architectures(policy: str, objective: str) -> tuple[str, ...]:
         return (ON_DEMAND,)
     if objective == "paper":  # the paper's score is defined over its two architectures
         return (SINGLE_ANCHOR, TIERING)
-    return ARCHITECTURES
+    if objective in RISK_OBJECTIVES:
+        return ARCHITECTURES
+    return DESIGN_ARCHITECTURES
 
 
 class Planner:
@@ -101,12 +123,28 @@ class Planner:
         max_nodes: int = DEFAULT_MAX_NODES,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         presolve: bool = True,
+        work_flops: float | None = None,
+        deadline_h: float | None = None,
+        checkpoint_costs: CheckpointCosts | None = None,
     ) -> None:
-        self.fleet, self.job = fleet, job
         self.objective = check_objective(objective)
+        if self.objective == "cost" and work_flops is None:
+            raise InputError(
+                "objective 'cost' needs the total work: --work FLOPS, or --epochs with "
+                "--dataset-size"
+            )
+        self.costs = checkpoint_costs or CheckpointCosts()
+        self.work_flops, self.deadline_h = work_flops, deadline_h
+        fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, self.costs))
+        self.fleet, self.job = fleet, job
         self.max_nodes = max_nodes
         self.candidates: Candidates = build_candidates(
-            fleet, max_nodes=max_nodes, budget_cap=budget_cap
+            fleet,
+            max_nodes=max_nodes,
+            budget_cap=budget_cap,
+            architectures=(
+                ARCHITECTURES if self.objective in RISK_OBJECTIVES else DESIGN_ARCHITECTURES
+            ),
         )
         self.milp = ClusterMILP(
             fleet,
@@ -116,17 +154,45 @@ class Planner:
             time_limit_s=time_limit_s,
             presolve=presolve,
         )
-        self._scores = {
-            linear: candidate_scores(fleet, self.candidates, self.objective, linear_scaling=linear)
-            for linear in (False, True)
-        }
+        # Per planning model (linear scaling or not): the score and which candidates
+        # the objective admits (the cost objective's deadline).
+        self._scores: dict[bool, FloatArray] = {}
+        self._admitted: dict[bool, np.ndarray] = {}
+        for linear in (False, True):
+            self._scores[linear], self._admitted[linear] = self._plan_scores(linear)
+
+    def _plan_scores(self, linear: bool) -> tuple[FloatArray, np.ndarray]:
+        c = self.candidates
+        flops = candidate_scores(self.fleet, c, self.objective, linear_scaling=linear)
+        admitted = np.ones(len(c), dtype=bool)
+        if self.objective not in RISK_OBJECTIVES:
+            return flops, admitted
+        work_s = None
+        if self.work_flops is not None:
+            work_s = self.work_flops / np.maximum(flops, 1e-300)
+        r = risk(self.fleet, c.architecture, c.worker, c.n, self.job, self.costs, work_s)
+        goodput = flops * r.efficiency
+        if self.objective == "goodput":
+            return goodput, admitted
+        assert self.work_flops is not None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            makespan_h = self.work_flops / goodput / 3600.0
+            total = makespan_h * self.milp.least_cost  # the cheapest remote side: exact
+        if self.deadline_h is not None:
+            admitted = makespan_h <= self.deadline_h * (1 + 1e-9)
+        return np.where(np.isfinite(total), -total, -np.inf), admitted
+
+    def _allowed(self, policy: str) -> FloatArray:
+        archs = _architectures(policy, self.objective)
+        mask = self.candidates.arch_mask(*archs) & self._admitted[policy == "deepvm_noscale"]
+        return mask.astype(float)
 
     # -- one policy, one budget ---------------------------------------------
 
     def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:
         """Top-``top`` distinct configurations of an optimised policy, with solve seconds.
         Raises SolverError when the solver stops without a verified optimum."""
-        allowed = self.candidates.arch_mask(*_architectures(policy, self.objective)).astype(float)
+        allowed = self._allowed(policy)
         scores = self._scores[policy == "deepvm_noscale"]
         found: list[tuple[Config, float]] = []
         while len(found) < top:
@@ -178,6 +244,22 @@ class Planner:
         f = self.fleet
         i = config.worker
         model = f.gpu_models[i]
+        flops = throughput(f, config)
+        cost = hourly_cost(f, config)
+        work_s = None if self.work_flops is None else self.work_flops / flops
+        r = config_risk(f, config, self.job, self.costs, work_s)
+        efficiency = float(r.efficiency[0])
+        makespan_h = total_cost = math.nan
+        if self.work_flops is not None:
+            makespan_h = self.work_flops / (flops * efficiency) / 3600.0
+            total_cost = makespan_h * cost
+        if self.objective == "goodput":
+            value = flops * efficiency
+        elif self.objective == "cost":
+            value = total_cost
+        else:
+            value = config_objective(f, config, self.objective)
+        interval = float(r.interval_s[0])
         return Recommendation(
             policy=policy,
             rank=rank,
@@ -190,9 +272,15 @@ class Planner:
             n_on_demand=config.n_on_demand,
             remote_type=None if config.remote is None else f.cpu_types[config.remote],
             n_remote=config.n_remote,
-            hourly_cost=round(hourly_cost(f, config), 10),
-            throughput_flops=throughput(f, config),
-            objective_value=config_objective(f, config, self.objective),
+            hourly_cost=round(cost, 10),
+            throughput_flops=flops,
+            objective_value=value,
+            preemptions_per_h=float(r.rate_per_s[0]) * 3600.0,
+            checkpoint_interval_s=interval if math.isfinite(interval) else math.nan,
+            efficiency=efficiency,
+            goodput_flops=flops * efficiency,
+            expected_makespan_h=makespan_h,
+            expected_total_cost=total_cost,
             overhead_model=model.describe(),
             overhead_source=model.source,
             flops_source=f.gpu_flops_source[i],
@@ -216,8 +304,7 @@ class Planner:
             if policy not in OPTIMISED_POLICIES:
                 result.update({(policy, b): self.baseline(policy, b) for b in distinct})
                 continue
-            archs = _architectures(policy, self.objective)
-            allowed = self.candidates.arch_mask(*archs).astype(float)
+            allowed = self._allowed(policy)
             scores = self._scores[policy == "deepvm_noscale"]
             problems += [(scores, b, allowed) for b in distinct]
             keys += [(policy, b) for b in distinct]
