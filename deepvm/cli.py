@@ -9,6 +9,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deepvm.errors import DeepvmError
@@ -44,6 +45,12 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         help="network saturation points "
         "(bandwidth_gbps, workers) replacing the shipped N_sat table",
     )
+    g.add_argument(
+        "--interruptions",
+        metavar="FILE",
+        help="spot interruption rates overriding the catalog's (instance_type and "
+        "interruption_rate, a monthly fraction, or interruption_bucket, e.g. '5-10%%')",
+    )
 
 
 def _add_job(p: argparse.ArgumentParser) -> None:
@@ -71,10 +78,35 @@ def _add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--objective",
-        choices=("throughput", "paper"),
+        choices=("throughput", "paper", "goodput", "cost"),
         default="throughput",
         help="throughput: fastest cluster (ties: cheaper); paper: the DeepVM "
-        "paper's FLOPP x speedup score (default: throughput)",
+        "paper's FLOPP x speedup score; goodput: fastest after expected preemption "
+        "losses; cost: least expected total cost of the work (needs --work or --epochs "
+        "with --dataset-size; optional --deadline-h) (default: throughput)",
+    )
+    w = p.add_argument_group("training run and preemption (objectives goodput and cost)")
+    w.add_argument("--work", type=float, metavar="FLOPS", help="total training FLOPs, e.g. 1e19")
+    w.add_argument("--epochs", type=float, help="epochs (with --dataset-size, instead of --work)")
+    w.add_argument(
+        "--dataset-size",
+        type=float,
+        metavar="SAMPLES",
+        help="samples per epoch; work = epochs x samples x the workload's FLOPs per sample",
+    )
+    w.add_argument(
+        "--deadline-h",
+        type=float,
+        metavar="HOURS",
+        help="objective cost: the expected makespan must be at most this",
+    )
+    w.add_argument(
+        "--restart-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds to re-acquire a preempted node before reloading the checkpoint "
+        "(default: 300)",
     )
     p.add_argument(
         "--max-nodes",
@@ -161,9 +193,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="policies to sweep (default: all); repeatable",
     )
     sw.add_argument("--out", metavar="FILE.parquet", help="also write the results as Parquet")
+    sw.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw normalised performance per policy against the budget",
+    )
     sw.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
     _add_job(sw)
     _add_inputs(sw)
+
+    cmp_ = sub.add_parser(
+        "compare",
+        help="one training job on deepvm's top clusters vs the cost-first and "
+        "performance-first rules",
+        description="Expected makespan (with preemption) and hourly price of deepvm's top-3 "
+        "clusters next to cost-first and performance-first, for a fixed amount of work "
+        "(the DeepVM paper's AWS comparison).",
+    )
+    cmp_.add_argument("--budget", type=float, required=True, metavar="USD_PER_HOUR")
+    cmp_.add_argument("--top", type=int, default=3, metavar="K", help="deepvm clusters (default 3)")
+    cmp_.add_argument("--out", metavar="FILE.parquet", help="also write the rows as Parquet")
+    cmp_.add_argument("--plot", metavar="FILE.png", help="also draw makespan and price per cluster")
+    cmp_.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
+    _add_job(cmp_)
+    _add_inputs(cmp_)
 
     cat = sub.add_parser("catalog", help="list instance types and prices")
     cat.add_argument("--kind", choices=("all", "gpu", "cpu"), default="all")
@@ -272,18 +325,43 @@ def build_parser() -> argparse.ArgumentParser:
         "since the last checkpoint lost, a restart after each) and compare with the analytic "
         "expected makespan (deepvm.preemption).",
     )
-    pre.add_argument("--n-spot", type=int, required=True, help="spot nodes in the cluster")
-    pre.add_argument(
+    explicit = pre.add_argument_group("an explicit configuration")
+    explicit.add_argument("--n-spot", type=int, help="spot nodes in the cluster")
+    explicit.add_argument(
         "--interruption-rate",
         type=float,
-        required=True,
         metavar="F",
         help="fraction of spot instances reclaimed per month, e.g. 0.05",
     )
+    explicit.add_argument(
+        "--checkpoint-stall-s",
+        type=float,
+        help="seconds a checkpoint stalls training (default: 60, or the model's for "
+        "--instance-type)",
+    )
+    config = pre.add_argument_group(
+        "or a configuration from the catalog (rate, stall, restart and price from the "
+        "goodput model)"
+    )
+    config.add_argument("--instance-type", metavar="TYPE", help="the GPU worker type")
+    config.add_argument(
+        "--architecture",
+        choices=("single_anchor", "tiering", "on_demand", "spot_object_store"),
+        default="single_anchor",
+    )
+    config.add_argument("--n-workers", type=int, metavar="N", help="GPU nodes (default: 8)")
+    config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
+    config.add_argument("--n-remote", type=int, default=1, metavar="M", help="tiering: nodes")
+    config.add_argument("--workload", default="resnet50")
+    config.add_argument("--checkpoint-gb", type=float, metavar="GB")
+    config.add_argument("--checkpoint-versions", type=int, default=2, metavar="K")
+    config.add_argument(
+        "--work", type=float, metavar="FLOPS", help="total FLOPs (instead of --work-hours)"
+    )
+    _add_inputs(pre)
     pre.add_argument(
         "--work-hours",
         type=float,
-        required=True,
         help="failure-free compute time of the run, hours",
     )
     pre.add_argument(
@@ -292,18 +370,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds of work between checkpoints (default: Young/Daly)",
     )
     pre.add_argument(
-        "--checkpoint-stall-s",
-        type=float,
-        default=60.0,
-        help="seconds a checkpoint stalls training (default: 60)",
-    )
-    pre.add_argument(
         "--restart-s",
         type=float,
         default=300.0,
-        help="seconds to re-acquire a node and reload (default: 300)",
+        help="seconds to re-acquire a node (default: 300; with --instance-type the "
+        "checkpoint reload is added)",
     )
-    pre.add_argument("--hourly-cost", type=float, default=0.0, help="USD/h, for cost_mean")
+    pre.add_argument(
+        "--hourly-cost",
+        type=float,
+        help="USD/h, for cost_mean (default: 0, or the configuration's price)",
+    )
     pre.add_argument("--runs", type=int, default=2000)
     pre.add_argument("--seed", type=int, default=0)
     pre.add_argument("--json", action="store_true")
@@ -406,7 +483,47 @@ def _inputs(args: argparse.Namespace) -> Any:
         region=args.region,
         store=getattr(args, "store", None) or os.environ.get("DEEPVM_STORE"),
         saturation=args.saturation,
+        interruptions=args.interruptions,
     )
+
+
+def _work_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The work, deadline and checkpoint-cost options of recommend, sweep and compare."""
+    from deepvm.planner.goodput import CheckpointCosts
+    from deepvm.workloads import training_work
+
+    if args.restart_s < 0:
+        raise DeepvmError(f"--restart-s {args.restart_s:g} must be >= 0")
+    return {
+        "work_flops": training_work(
+            args.workload,
+            work_flops=args.work,
+            epochs=args.epochs,
+            dataset_size=args.dataset_size,
+        ),
+        "deadline_h": args.deadline_h,
+        "checkpoint_costs": CheckpointCosts(restart_s=args.restart_s),
+    }
+
+
+def _check_out(out: str | None, plot: str | None) -> None:
+    """Check output paths before any work, so that nothing is half-written."""
+    if out and not out.endswith((".parquet", ".pq")):
+        raise DeepvmError(f"--out {out!r} must end in .parquet")
+    if plot and not plot.lower().endswith(".png"):
+        raise DeepvmError(f"--plot {plot!r} must end in .png")
+    if plot:
+        from deepvm.plots import check_available
+
+        check_available()  # the plot extra is missing: say so before solving anything
+
+
+def _hours(value: float) -> str:
+    return "-" if value != value else f"{value:.3g} h"  # NaN: no work given
+
+
+def _dollars(value: float) -> str:
+    return "-" if value != value else f"${value:,.2f}"
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -426,6 +543,12 @@ REC_JSON_KEYS = (
     "hourly_cost",
     "throughput_flops",
     "objective_value",
+    "preemptions_per_h",
+    "checkpoint_interval_s",
+    "efficiency",
+    "goodput_flops",
+    "expected_makespan_h",
+    "expected_total_cost",
     "overhead_model",
     "overhead_source",
     "flops_source",
@@ -446,6 +569,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         inputs=_inputs(args),
         max_nodes=args.max_nodes,
         time_limit_s=args.time_limit,
+        **_work_options(args),
     )
     store_uri = args.store or os.environ.get("DEEPVM_STORE")
     written = None
@@ -476,21 +600,22 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             r["tflops"] = _tflops(r["throughput_flops"])
             r["cost"] = f"{r['hourly_cost']:.4f}"
             r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
-        print(
-            _table(
-                recs,
-                [
-                    ("policy", "policy"),
-                    ("rank", "#"),
-                    ("architecture", "architecture"),
-                    ("cluster", "cluster"),
-                    ("cost", "$/h"),
-                    ("tflops", "TFLOP/s"),
-                    ("flops_source", "F from"),
-                    ("scaling", "scaling model"),
-                ],
-            )
-        )
+            r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
+            r["makespan"] = _hours(r["expected_makespan_h"])
+            r["total"] = _dollars(r["expected_total_cost"])
+        columns = [
+            ("policy", "policy"),
+            ("rank", "#"),
+            ("architecture", "architecture"),
+            ("cluster", "cluster"),
+            ("cost", "$/h"),
+            ("tflops", "TFLOP/s"),
+            ("risk", "preemptions, efficiency"),
+        ]
+        if result.work_flops is not None:
+            columns += [("makespan", "makespan"), ("total", "total $")]
+        columns += [("flops_source", "F from"), ("scaling", "scaling model")]
+        print(_table(recs, columns))
         if any(r["flops_source"] == "peak" for r in recs):
             from deepvm.flopp import PEAK_UTILISATION
 
@@ -505,7 +630,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 def _cluster_text(r: dict[str, Any]) -> str:
     text = f"{r['n_workers']} x {r['worker_type']} ({r['n_spot']} spot, {r['n_on_demand']} od)"
-    if r.get("remote_type"):
+    if isinstance(r.get("remote_type"), str) and r["remote_type"]:
         text += f" + {r['n_remote']} x {r['remote_type']}"
     return text
 
@@ -514,8 +639,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from deepvm.planner import parse_budgets, sweep
 
     budgets = parse_budgets(args.budgets)
-    if args.out and not args.out.endswith((".parquet", ".pq")):
-        raise DeepvmError(f"--out {args.out!r} must end in .parquet")
+    _check_out(args.out, args.plot)
     result = sweep(
         budgets,
         workload=args.workload,
@@ -526,12 +650,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         inputs=_inputs(args),
         max_nodes=args.max_nodes,
         time_limit_s=args.time_limit,
+        **_work_options(args),
     )
     df = result.results
     if args.out:
         from deepvm.results import write_parquet_atomic
 
         write_parquet_atomic(df, args.out)
+    if args.plot:
+        from deepvm.plots import plot_sweep
+
+        title = f"{result.workload}, objective {result.objective}"
+        print(f"wrote {plot_sweep(df, args.plot, title)}", file=sys.stderr)
     if args.json:
         rows = json.loads(df.to_json(orient="records", date_format="iso"))
         _print_json({"budgets": result.budgets, "results": rows})
@@ -553,6 +683,81 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 ("hourly_cost", "$/h"),
                 ("tflops", "TFLOP/s"),
                 ("normalized", "normalized"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from deepvm.planner import compare
+
+    _check_out(args.out, args.plot)
+    options = _work_options(args)
+    if options["work_flops"] is None:
+        raise DeepvmError(
+            "compare needs the training job: --work FLOPS, or --epochs with --dataset-size"
+        )
+    result, df = compare(
+        args.budget,
+        options.pop("work_flops"),
+        top=args.top,
+        workload=args.workload,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        objective=args.objective,
+        inputs=_inputs(args),
+        max_nodes=args.max_nodes,
+        time_limit_s=args.time_limit,
+        **options,
+    )
+    df["cluster"] = [_cluster_text(r) for r in df.to_dict("records")]
+    if args.out:
+        from deepvm.results import write_parquet_atomic
+
+        write_parquet_atomic(df, args.out)
+    if args.plot:
+        from deepvm.plots import plot_compare
+
+        title = (
+            f"{result.workload}: {result.work_flops:.3g} FLOPs within ${result.budget:g}/h "
+            f"(objective {result.objective})"
+        )
+        print(f"wrote {plot_compare(df, args.plot, title)}", file=sys.stderr)
+    if args.json:
+        _print_json(
+            {
+                "budget": result.budget,
+                "work_flops": result.work_flops,
+                "objective": result.objective,
+                "workload": result.workload,
+                "rows": json.loads(df.to_json(orient="records")),
+            }
+        )
+        return 0
+    print(
+        f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
+        f"objective {result.objective}, prices {result.prices_snapshot}"
+    )
+    shown = df.to_dict("records")
+    for r in shown:
+        r["cost"] = f"{r['hourly_cost']:.4f}"
+        r["tflops"] = _tflops(r["throughput_flops"])
+        r["eff"] = f"{r['efficiency']:.1%}"
+        r["makespan"] = _hours(r["expected_makespan_h"])
+        r["total"] = _dollars(r["expected_total_cost"])
+    print(
+        _table(
+            shown,
+            [
+                ("label", "cluster of"),
+                ("architecture", "architecture"),
+                ("cluster", "cluster"),
+                ("cost", "$/h"),
+                ("tflops", "TFLOP/s"),
+                ("eff", "efficiency"),
+                ("makespan", "makespan"),
+                ("total", "total $"),
             ],
         )
     )
@@ -984,15 +1189,104 @@ def cmd_prices(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class _SimulatedCase:
+    n_spot: int
+    interruption_rate: float
+    work_hours: float
+    stall_s: float
+    restart_s: float
+    hourly_cost: float
+    described: str
+
+
+def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
+    """The rate, stall, restart, price and work of a catalog configuration."""
+    from deepvm.planner.api import make_job
+    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput
+    from deepvm.planner.goodput import (
+        CheckpointCosts,
+        config_risk,
+        hourly_hazards,
+        object_store_usd_per_hour,
+    )
+
+    fleet = _inputs(args).fleet(args.workload)
+    if args.instance_type not in fleet.gpu_types:
+        raise DeepvmError(
+            f"--instance-type {args.instance_type!r} is not a GPU type of the catalog"
+        )
+    i = fleet.gpu_types.index(args.instance_type)
+    n = 8 if args.n_workers is None else args.n_workers
+    remote = None
+    if args.architecture == TIERING:
+        if args.remote_type not in fleet.cpu_types:
+            raise DeepvmError(
+                "--architecture tiering needs --remote-type, a CPU type of the catalog"
+            )
+        remote = fleet.cpu_types.index(args.remote_type)
+    job = make_job(args.workload, args.checkpoint_gb, args.checkpoint_versions)
+    costs = CheckpointCosts(restart_s=args.restart_s)
+    fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
+    config = Config(args.architecture, i, n, remote, args.n_remote if remote is not None else 0)
+    if n < (2 if args.architecture == "single_anchor" else 1) or (
+        config.n_spot and not math.isfinite(fleet.gpu_spot[i])
+    ):
+        raise DeepvmError(f"{n} x {args.instance_type} is not a valid {args.architecture} cluster")
+    work_hours = args.work_hours
+    if args.work is not None:
+        if work_hours is not None:
+            raise DeepvmError("give --work or --work-hours, not both")
+        if not args.work > 0:
+            raise DeepvmError("--work must be a positive number of FLOPs")
+        work_hours = args.work / throughput(fleet, config) / 3600.0
+    if work_hours is None:
+        raise DeepvmError("simulate needs --work-hours or --work")
+    r = config_risk(fleet, config, job, costs)
+    monthly = -math.expm1(-float(hourly_hazards(fleet)[i]) * 730.0)
+    described = f"{n} x {args.instance_type} ({args.architecture}, {config.n_spot} spot)"
+    return _SimulatedCase(
+        config.n_spot,
+        monthly,
+        work_hours,
+        float(r.stall_s[0]),
+        float(r.restart_s[0]),
+        hourly_cost(fleet, config) if args.hourly_cost is None else args.hourly_cost,
+        described,
+    )
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
 
+    if args.instance_type is not None:
+        if args.n_spot is not None or args.interruption_rate is not None:
+            raise DeepvmError(
+                "--instance-type takes --n-spot and --interruption-rate from the catalog"
+            )
+        case = _case_from_catalog(args)
+        if args.checkpoint_stall_s is not None:
+            case = replace(case, stall_s=args.checkpoint_stall_s)
+    else:
+        if args.n_spot is None or args.interruption_rate is None or args.work_hours is None:
+            raise DeepvmError(
+                "simulate needs --n-spot, --interruption-rate and --work-hours, or --instance-type"
+            )
+        case = _SimulatedCase(
+            args.n_spot,
+            args.interruption_rate,
+            args.work_hours,
+            60.0 if args.checkpoint_stall_s is None else args.checkpoint_stall_s,
+            args.restart_s,
+            args.hourly_cost or 0.0,
+            f"{args.n_spot} spot nodes",
+        )
     checks = [
-        (args.n_spot >= 0, "--n-spot must be >= 0"),
-        (0 <= args.interruption_rate < 1, "--interruption-rate must be in [0, 1)"),
-        (args.work_hours > 0, "--work-hours must be > 0"),
+        (case.n_spot >= 0, "--n-spot must be >= 0"),
+        (0 <= case.interruption_rate < 1, "--interruption-rate must be in [0, 1)"),
+        (case.work_hours > 0, "--work-hours must be > 0"),
         (
-            args.checkpoint_stall_s >= 0 and args.restart_s >= 0,
+            case.stall_s >= 0 and case.restart_s >= 0,
             "--checkpoint-stall-s and --restart-s must be >= 0",
         ),
         (
@@ -1004,17 +1298,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for ok, message in checks:
         if not ok:
             raise DeepvmError(message)
-    rate = cluster_rate_per_s(args.n_spot, args.interruption_rate)
+    rate = cluster_rate_per_s(case.n_spot, case.interruption_rate)
     analytic = expected_makespan(
-        args.work_hours, rate, args.checkpoint_interval_s, args.checkpoint_stall_s, args.restart_s
+        case.work_hours, rate, args.checkpoint_interval_s, case.stall_s, case.restart_s
     )
     sim = simulate(
-        args.work_hours,
+        case.work_hours,
         rate,
         analytic.checkpoint_interval_s,
-        args.checkpoint_stall_s,
-        args.restart_s,
-        hourly_cost=args.hourly_cost,
+        case.stall_s,
+        case.restart_s,
+        hourly_cost=case.hourly_cost,
         runs=args.runs,
         seed=args.seed,
     )
@@ -1034,13 +1328,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         _print_json(out)
     else:
         print(
-            f"cluster preemption rate {rate * 3600:.4g}/h; checkpoint every "
-            f"{analytic.checkpoint_interval_s:.0f} s of work"
+            f"{case.described}: preemption rate {rate * 3600:.4g}/h; {case.work_hours:.4g} h of "
+            f"work; checkpoint stall {case.stall_s:.3g} s every "
+            f"{analytic.checkpoint_interval_s:.0f} s of work; restart {case.restart_s:.3g} s"
         )
         print(
-            f"analytic makespan {analytic.makespan_h:.3f} h (efficiency "
-            f"{analytic.efficiency:.1%}); simulated {sim.makespan_h_mean:.3f} h "
-            f"± {sim.makespan_h_std:.3f} over {sim.runs} runs"
+            f"analytic makespan {analytic.makespan_h:.4g} h (efficiency "
+            f"{analytic.efficiency:.1%}); simulated {sim.makespan_h_mean:.4g} h "
+            f"± {sim.makespan_h_std:.3g} over {sim.runs} runs; mean cost ${sim.cost_mean:,.2f}"
         )
     return 0
 
@@ -1048,6 +1343,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
+    "compare": cmd_compare,
     "catalog": cmd_catalog,
     "flopp": cmd_flopp,
     "workloads": cmd_workloads,

@@ -23,6 +23,11 @@ def _pyplot():
     return plt
 
 
+def check_available() -> None:
+    """Raise the install hint now, before any long work whose result is to be drawn."""
+    _pyplot()
+
+
 def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[Path]:
     """One PNG per (instance type, workload): the measured speedups, every fitted
     curve, the selected one drawn thick."""
@@ -61,3 +66,61 @@ def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _save(fig: object, path: str | Path) -> Path:
+    """Save atomically: a half-written PNG never replaces a good one."""
+    import os
+    import uuid
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp.png")
+    try:
+        fig.savefig(tmp)  # type: ignore[attr-defined]
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def plot_sweep(results: pd.DataFrame, path: str | Path, title: str) -> Path:
+    """Normalised performance of every policy against the hourly budget (the
+    DeepVM paper's simulation figure): one line per policy."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    for policy, rows in results.groupby("policy", sort=False):
+        rows = rows.sort_values("budget")
+        ax.plot(rows["budget"], rows["normalized"], marker=".", ms=3, lw=1.5, label=policy)
+    ax.set_xlabel("pricing willingness (budget, USD per hour)")
+    ax.set_ylabel("normalised performance (1 = deepvm at the top budget)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
+    """Expected makespan and hourly price of each compared cluster, side by side
+    (the DeepVM paper's AWS figure)."""
+    plt = _pyplot()
+    labels = [f"{r.label}\n{r.cluster}" for r in rows.itertuples()]
+    x = np.arange(len(rows))
+    fig, left = plt.subplots(figsize=(max(6.0, 1.6 * len(rows)), 4.8), dpi=110)
+    right = left.twinx()
+    left.bar(x - 0.2, rows["expected_makespan_h"], width=0.4, color="tab:blue", label="makespan")
+    right.bar(x + 0.2, rows["hourly_cost"], width=0.4, color="tab:orange", label="$/h")
+    left.set_ylabel("expected makespan (hours)", color="tab:blue")
+    right.set_ylabel("price (USD per hour)", color="tab:orange")
+    left.set_xticks(x, labels, fontsize=7)
+    left.set_title(title)
+    left.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from deepvm.catalog import Catalog, load_catalog
+from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
 from deepvm.errors import InfeasibleError, InputError
 from deepvm.flopp import latest_measurements, load_throughput, merge_measurements
 from deepvm.overhead import (
@@ -60,12 +60,14 @@ class Inputs:
         store: str | Path | None = None,
         saturation: str | Path | None = None,
         snapshot_date: str | None = None,
+        interruptions: str | Path | None = None,
     ) -> Inputs:
         """Read the input files (None: the shipped data, or the store's newest
         prices). User overhead rows take precedence over fitted ones in ``store``
         and those over the shipped defaults; ``throughput`` rows over the latest
         successful benchmarks in ``store``. ``snapshot_date`` picks the
-        store's newest prices at or before that date."""
+        store's newest prices at or before that date; ``interruptions`` overrides
+        the catalog's spot interruption rates per instance type."""
         from deepvm.fitting import fitted_overhead_table
 
         tables = [load_overhead_table(overhead)] if overhead is not None else []
@@ -73,8 +75,11 @@ class Inputs:
         if fitted is not None:
             tables.append(fitted)
         tables.append(shipped_overhead_table())
+        planned = _catalog(catalog, store, region, snapshot_date)
+        if interruptions is not None:
+            planned = with_interruptions(planned, load_interruptions(interruptions))
         return cls(
-            catalog=_catalog(catalog, store, region, snapshot_date),
+            catalog=planned,
             quotas=load_quotas(quotas),
             measured=merge_measurements(
                 latest_measurements(store) if store is not None else None,
@@ -358,3 +363,47 @@ def sweep(
     df["normalized"] = df["throughput_flops"] / ref
     df = df.sort_values(["policy", "budget"], kind="stable").reset_index(drop=True)
     return SweepResult(budgets, objective, workload, df[SWEEP_COLUMNS])
+
+
+COMPARE_COLUMNS = [
+    "label",
+    "policy",
+    "rank",
+    "architecture",
+    "worker_type",
+    "n_workers",
+    "n_spot",
+    "n_on_demand",
+    "remote_type",
+    "n_remote",
+    "hourly_cost",
+    "throughput_flops",
+    "efficiency",
+    "expected_makespan_h",
+    "expected_total_cost",
+]
+
+
+def compare(
+    budget: float,
+    work_flops: float,
+    *,
+    top: int = 3,
+    **options: object,
+) -> tuple[RecommendResult, pd.DataFrame]:
+    """A fixed training job (``work_flops``) on deepvm's top-``top`` clusters next
+    to the cost-first and performance-first rules (the DeepVM paper's AWS
+    comparison): expected makespan and hourly price of each. ``options`` are
+    recommend()'s."""
+    result = recommend(
+        budget,
+        policies=("deepvm", "cost_first", "performance_first"),
+        top=top,
+        work_flops=work_flops,
+        **options,  # type: ignore[arg-type]
+    )
+    rows = []
+    for r in result.recommendations:
+        label = f"deepvm #{r.rank}" if r.policy == "deepvm" else r.policy
+        rows.append({"label": label, **{k: getattr(r, k) for k in COMPARE_COLUMNS[1:]}})
+    return result, pd.DataFrame(rows, columns=COMPARE_COLUMNS)

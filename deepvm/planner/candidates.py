@@ -60,7 +60,7 @@ class Config:
     def n_spot(self) -> int:
         if self.architecture == SINGLE_ANCHOR:
             return self.n_workers - 1
-        return self.n_workers if self.architecture == TIERING else 0
+        return self.n_workers if self.architecture in (TIERING, OBJECT_STORE) else 0
 
     @property
     def n_on_demand(self) -> int:
