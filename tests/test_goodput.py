@@ -167,7 +167,7 @@ def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, 
     if not got:
         return
     config = got[0][0]
-    mine = next(row for row in rows if row[0].key() == config.key())
+    mine = next(row for row in rows if row[0] == config)
     assert mine[2] == pytest.approx(want[0][2], rel=1e-6)
     if objective == "goodput":
         for other, cost, _, flops, r in rows:

@@ -115,6 +115,8 @@ def _spawned(
         duration = _train(rank, world, workload, steps, global_batch, threads)
         if rank == 0:
             results.put(duration)
+        # Tear down together: a rank leaving while gloo still talks to it aborts (SIGABRT).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
