@@ -100,6 +100,7 @@ def server(tmp_path_factory):
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait(timeout=30)  # reap it: an unreaped Popen warns (an error here)
 
 
 def _healthy(api: str) -> bool:
