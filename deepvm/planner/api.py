@@ -23,6 +23,8 @@ from deepvm.planner.candidates import (
     DEFAULT_MAX_NODES,
     Config,
     Job,
+    hourly_cost,
+    throughput,
 )
 from deepvm.planner.fleet import Fleet, build_fleet
 from deepvm.planner.goodput import CheckpointCosts
@@ -334,18 +336,19 @@ def sweep(
     rows = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
-            rec = planner.describe(policy, 1, config, "", 0.0)
             rows.append(
                 {
                     "budget": budget,
                     "policy": policy,
-                    "architecture": rec.architecture,
-                    "worker_type": rec.worker_type,
-                    "n_workers": rec.n_workers,
-                    "n_remote": rec.n_remote,
-                    "remote_type": rec.remote_type,
-                    "hourly_cost": rec.hourly_cost,
-                    "throughput_flops": rec.throughput_flops,
+                    "architecture": config.architecture,
+                    "worker_type": fleet.gpu_types[config.worker],
+                    "n_workers": config.n_workers,
+                    "n_remote": config.n_remote,
+                    "remote_type": (
+                        None if config.remote is None else fleet.cpu_types[config.remote]
+                    ),
+                    "hourly_cost": round(hourly_cost(planner.fleet, config), 10),
+                    "throughput_flops": throughput(fleet, config),
                 }
             )
     df = pd.DataFrame(rows, columns=SWEEP_COLUMNS[:-1])
