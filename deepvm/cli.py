@@ -1203,7 +1203,7 @@ class _SimulatedCase:
 def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     """The rate, stall, restart, price and work of a catalog configuration."""
     from deepvm.planner.api import make_job
-    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput
+    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
     from deepvm.planner.goodput import (
         CheckpointCosts,
         config_risk,
@@ -1229,10 +1229,12 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     costs = CheckpointCosts(restart_s=args.restart_s)
     fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
     config = Config(args.architecture, i, n, remote, args.n_remote if remote is not None else 0)
-    if n < (2 if args.architecture == "single_anchor" else 1) or (
-        config.n_spot and not math.isfinite(fleet.gpu_spot[i])
-    ):
-        raise DeepvmError(f"{n} x {args.instance_type} is not a valid {args.architecture} cluster")
+    broken = violations(fleet, job, config, math.inf)
+    if broken:
+        raise DeepvmError(
+            f"{n} x {args.instance_type} ({args.architecture}) is not a feasible cluster: "
+            + ", ".join(broken)
+        )
     work_hours = args.work_hours
     if args.work is not None:
         if work_hours is not None:

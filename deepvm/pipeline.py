@@ -231,6 +231,8 @@ def replan(
                 policies=job.policies,
                 top=job.top,
                 inputs=inputs,
+                work_flops=job.total_work,
+                deadline_h=job.deadline_hours,
             )
         except DeepvmError as exc:
             outcomes.append(PlanOutcome(job.name, None, str(exc)))

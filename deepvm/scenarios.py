@@ -35,7 +35,8 @@ class Scenario:
     objective: str = "throughput"
     policies: tuple[str, ...] = ("all",)
     top: int = 3
-    # Reserved for deadline planning; validated, not used yet.
+    # The training run (objective cost needs total_work; deadline_hours is the
+    # cost objective's bound on the expected makespan).
     deadline_hours: float | None = None
     total_work: float | None = None
 
@@ -113,6 +114,12 @@ def _scenario(job: object, label: str) -> Scenario:
         raise InputError(f"{label}: checkpoint_versions={versions!r} must be an integer >= 1")
     budget = _number(job, "budget", label, positive=True)
     assert budget is not None
+    work = _number(job, "total_work", label, positive=True)
+    deadline = _number(job, "deadline_hours", label, positive=True)
+    if objective == "cost" and work is None:
+        raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
+    if deadline is not None and objective != "cost":
+        raise InputError(f"{label}: deadline_hours applies to objective cost")
     return Scenario(
         name=name.strip(),
         workload=str(workload),
@@ -122,6 +129,6 @@ def _scenario(job: object, label: str) -> Scenario:
         objective=str(objective),
         policies=tuple(policies),
         top=top,
-        deadline_hours=_number(job, "deadline_hours", label, positive=True),
-        total_work=_number(job, "total_work", label, positive=True),
+        deadline_hours=deadline,
+        total_work=work,
     )

@@ -25,7 +25,7 @@ StoreUri = Annotated[
     str | None,
     Field(description="store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker"),
 ]
-Objective = Literal["throughput", "paper"]
+Objective = Literal["throughput", "paper", "goodput", "cost"]
 
 
 def _store(store: str | None) -> str:
@@ -114,6 +114,12 @@ def recommend(
     objective: Objective = "throughput",
     policies: list[str] = ["all"],  # noqa: B006 - Prefect renders the default in the form
     top: Annotated[int, Field(ge=1, le=20)] = 3,
+    total_work: Annotated[
+        float | None, Field(gt=0, description="training FLOPs (objective cost needs it)")
+    ] = None,
+    deadline_hours: Annotated[
+        float | None, Field(gt=0, description="objective cost: bound on the expected makespan")
+    ] = None,
     scenario: str | None = None,
     store: StoreUri = None,
 ) -> list[dict[str, object]]:
@@ -127,6 +133,8 @@ def recommend(
         objective=objective,
         policies=tuple(policies),
         top=top,
+        deadline_hours=deadline_hours,
+        total_work=total_work,
     )
     if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
         refresh_prices_task(uri, "snapshot", None)

@@ -215,6 +215,17 @@ def test_simulate_a_catalog_configuration(capsys):
     assert sim["cost_mean"] > 0 and 0 < analytic["efficiency"] < 1
     assert main([*args, "--architecture", "tiering", "--work-hours", "3"]) == 2
     assert "--remote-type" in capsys.readouterr().err
+    tiering = [
+        *args,
+        "--architecture",
+        "tiering",
+        "--remote-type",
+        "c3.xlarge",
+        "--work-hours",
+        "3",
+    ]
+    assert main(tiering) == 2  # 16 workers, one 0.3 Gbps remote node: saturated
+    assert "network saturation" in capsys.readouterr().err
 
 
 def test_compare_and_sweep_plots(tmp_path, capsys):

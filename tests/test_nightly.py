@@ -91,7 +91,39 @@ def test_bad_scenarios(tmp_path, capsys, text, message):
 
 def test_shipped_scenarios_load():
     jobs = load_scenarios()
-    assert {j.name for j in jobs} == {"resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"}
+    assert {j.name for j in jobs} == {
+        "resnet50-3usd",
+        "gpt2-6usd",
+        "bert-paper-10usd",
+        "resnet50-90-epochs-by-deadline",
+    }
+    deadline = next(j for j in jobs if j.objective == "cost")
+    assert deadline.total_work == 2.8e18 and deadline.deadline_hours == 12
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('objective = "cost"', "objective cost needs total_work"),
+        ("deadline_hours = 5", "deadline_hours applies to objective cost"),
+    ],
+)
+def test_scenario_work_and_deadline_are_checked(tmp_path, extra, message):
+    path = tmp_path / "s.toml"
+    path.write_text(f'[[job]]\nname = "a"\nworkload = "resnet50"\nbudget = 3.0\n{extra}\n')
+    with pytest.raises(InputError, match=message):
+        load_scenarios(path)
+
+
+def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):
+    assert main(["nightly", "--store", str(tmp_path), "--date", "2026-12-01", "--json"]) == 0
+    capsys.readouterr()
+    rows = duckdb.sql(
+        f"select expected_makespan_h, deadline_h, work_flops, expected_total_cost from "
+        f"read_parquet('{tmp_path}/recommendations/**/*.parquet', hive_partitioning = true) "
+        "where scenario = 'resnet50-90-epochs-by-deadline'"
+    ).fetchall()
+    assert rows and all(m <= d and w == 2.8e18 and c > 0 for m, d, w, c in rows)
 
 
 def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
