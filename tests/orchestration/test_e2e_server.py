@@ -14,6 +14,8 @@ import duckdb
 import httpx
 import pytest
 
+from deepvm.scenarios import load_scenarios
+
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = shutil.which("prefect") or f"{sys.executable} -m prefect"
 
@@ -186,7 +188,8 @@ def test_recommend_and_nightly_through_the_api(server):
     recs = duckdb.sql(
         f"select * from '{store}/recommendations/**/*.parquet' where snapshot_date = '2026-12-01'"
     ).df()
-    assert set(recs["scenario"]) == {"resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"}
+    assert set(recs["scenario"]) == {j.name for j in load_scenarios()}  # every registered job
+    assert len(load_scenarios()) == 4
     assert not recs.duplicated(["scenario", "policy", "rank"]).any()
     prices = duckdb.sql(
         f"select count(*) as n from '{store}/prices/**/*.parquet' "

@@ -102,7 +102,12 @@ def test_recommend_flow_validates_parameters(tmp_path):
 def test_nightly_twice_same_date_no_duplicates(tmp_path):
     store = str(tmp_path)
     first = f.nightly(store=store, snapshot_date="2026-12-01")
-    assert first["planned"] == ["resnet50-3usd", "gpt2-6usd", "bert-paper-10usd"]
+    assert first["planned"] == [
+        "resnet50-3usd",
+        "gpt2-6usd",
+        "bert-paper-10usd",
+        "resnet50-90-epochs-by-deadline",
+    ]
     second = f.nightly(store=store, snapshot_date="2026-12-01")
     assert second["failed"] == {}
     recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
