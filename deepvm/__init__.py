@@ -20,6 +20,7 @@ __all__ = [
     "SpeedupModel",
     "Store",
     "__version__",
+    "compare",
     "flopp_table",
     "load_catalog",
     "recommend",
@@ -36,6 +37,7 @@ _LAZY = {
     "Recommendation": "deepvm.planner",
     "recommend": "deepvm.planner",
     "sweep": "deepvm.planner",
+    "compare": "deepvm.planner",
     "SpeedupModel": "deepvm.overhead",
     "Store": "deepvm.store",
     "flopp_table": "deepvm.flopp",
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from deepvm.errors import DeepvmError, InfeasibleError, InputError
     from deepvm.flopp import flopp_table
     from deepvm.overhead import SpeedupModel
-    from deepvm.planner import Inputs, Recommendation, recommend, sweep
+    from deepvm.planner import Inputs, Recommendation, compare, recommend, sweep
     from deepvm.store import Store
 
 
