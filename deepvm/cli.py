@@ -1191,8 +1191,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class _SimulatedCase:
-    n_spot: int
-    interruption_rate: float
+    rate_per_s: float  # the cluster's preemption rate
     work_hours: float
     stall_s: float
     restart_s: float
@@ -1204,12 +1203,7 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     """The rate, stall, restart, price and work of a catalog configuration."""
     from deepvm.planner.api import make_job
     from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
-    from deepvm.planner.goodput import (
-        CheckpointCosts,
-        config_risk,
-        hourly_hazards,
-        object_store_usd_per_hour,
-    )
+    from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
 
     fleet = _inputs(args).fleet(args.workload)
     if args.instance_type not in fleet.gpu_types:
@@ -1245,11 +1239,9 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     if work_hours is None:
         raise DeepvmError("simulate needs --work-hours or --work")
     r = config_risk(fleet, config, job, costs)
-    monthly = -math.expm1(-float(hourly_hazards(fleet)[i]) * 730.0)
     described = f"{n} x {args.instance_type} ({args.architecture}, {config.n_spot} spot)"
     return _SimulatedCase(
-        config.n_spot,
-        monthly,
+        float(r.rate_per_s[0]),
         work_hours,
         float(r.stall_s[0]),
         float(r.restart_s[0]),
@@ -1274,9 +1266,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise DeepvmError(
                 "simulate needs --n-spot, --interruption-rate and --work-hours, or --instance-type"
             )
+        if args.n_spot < 0:
+            raise DeepvmError("--n-spot must be >= 0")
+        if not 0 <= args.interruption_rate < 1:
+            raise DeepvmError("--interruption-rate must be in [0, 1)")
         case = _SimulatedCase(
-            args.n_spot,
-            args.interruption_rate,
+            cluster_rate_per_s(args.n_spot, args.interruption_rate),
             args.work_hours,
             60.0 if args.checkpoint_stall_s is None else args.checkpoint_stall_s,
             args.restart_s,
@@ -1284,8 +1279,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"{args.n_spot} spot nodes",
         )
     checks = [
-        (case.n_spot >= 0, "--n-spot must be >= 0"),
-        (0 <= case.interruption_rate < 1, "--interruption-rate must be in [0, 1)"),
         (case.work_hours > 0, "--work-hours must be > 0"),
         (
             case.stall_s >= 0 and case.restart_s >= 0,
@@ -1300,7 +1293,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for ok, message in checks:
         if not ok:
             raise DeepvmError(message)
-    rate = cluster_rate_per_s(case.n_spot, case.interruption_rate)
+    rate = case.rate_per_s
     analytic = expected_makespan(
         case.work_hours, rate, args.checkpoint_interval_s, case.stall_s, case.restart_s
     )

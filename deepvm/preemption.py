@@ -86,15 +86,18 @@ def efficiency(
     stall_s: npt.ArrayLike,
     restart_s: npt.ArrayLike,
     work_s: npt.ArrayLike | None = None,
+    interval_s: float | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Expected efficiency (useful work / wall time) and the checkpoint interval,
-    vectorised: Young/Daly's interval (at most the whole work, where given) and
-    the segment time of expected_makespan. Never preempted (rate 0): 1, no interval."""
+    vectorised: the interval (default Young/Daly's, at most the whole work where
+    given) and the segment time of the module doc. Never preempted (rate 0): 1."""
     rate = np.asarray(rate_per_s, dtype=float)
     stall = np.broadcast_to(np.asarray(stall_s, dtype=float), rate.shape)
     restart = np.broadcast_to(np.asarray(restart_s, dtype=float), rate.shape)
     safe = np.where(rate > 0, rate, 1.0)
     tau = np.where(rate > 0, np.sqrt(2.0 * stall / safe), np.inf)
+    if interval_s is not None:
+        tau = np.full(rate.shape, float(interval_s))
     if work_s is not None:
         tau = np.minimum(tau, np.asarray(work_s, dtype=float))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -115,14 +118,12 @@ def expected_makespan(
 ) -> Analytic:
     """Expected makespan of ``work_h`` hours of failure-free compute (see module doc)."""
     work_s = work_h * 3600.0
-    tau = young_daly_interval_s(stall_s, rate_per_s) if interval_s is None else interval_s
-    tau = min(tau, work_s)
-    if rate_per_s <= 0:
+    if rate_per_s <= 0:  # no preemptions: only the checkpoints asked for cost time
+        tau = math.inf if interval_s is None else min(interval_s, work_s)
         total = work_s + math.ceil(work_s / tau) * stall_s if math.isfinite(tau) else work_s
-    else:
-        segment = math.expm1(rate_per_s * (tau + stall_s)) * (1.0 / rate_per_s + restart_s)
-        total = (work_s / tau) * segment
-    return Analytic(total / 3600.0, tau, work_s / total)
+        return Analytic(total / 3600.0, tau, work_s / total)
+    eff, taus = efficiency(rate_per_s, stall_s, restart_s, work_s, interval_s)
+    return Analytic(work_s / float(eff) / 3600.0, float(taus), float(eff))
 
 
 @dataclass(frozen=True)

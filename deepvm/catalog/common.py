@@ -53,57 +53,6 @@ ACCELERATOR_PEAK_FLOPS = {
 }
 
 
-def _interruption_rates(df: pd.DataFrame, what: str) -> pd.Series:
-    """`interruption_rate` where given, else the value of `interruption_bucket`."""
-    from deepvm.preemption import bucket_rate
-
-    rates = numeric_column(df, "interruption_rate", what, minimum=0, allow_missing=True)
-    if "interruption_bucket" in df.columns:
-        for index in df.index[rates.isna() & df["interruption_bucket"].notna()]:
-            label = str(df.at[index, "interruption_bucket"])
-            if not label.strip():
-                continue
-            try:
-                rates.at[index] = bucket_rate(label)
-            except ValueError as exc:
-                raise InputError(f"{what} row {df.at[index, 'instance_type']!r}: {exc}") from None
-    too_high = rates >= 1
-    if too_high.any():
-        row = df.loc[too_high.idxmax(), "instance_type"]
-        raise InputError(
-            f"{what} row {row!r}: interruption_rate {rates[too_high].iloc[0]:g} must be a "
-            "monthly fraction below 1"
-        )
-    return rates
-
-
-def load_interruptions(path: str | Path) -> pd.DataFrame:
-    """An interruption-rate override file: instance_type and either
-    interruption_rate (monthly fraction) or interruption_bucket (an Advisor label)."""
-    df = read_table(path, ["instance_type"], "interruptions")
-    if not {"interruption_rate", "interruption_bucket"} & set(df.columns):
-        raise InputError(
-            f"interruptions file {str(path)!r} needs columns instance_type and "
-            "interruption_rate or interruption_bucket"
-        )
-    df = df.copy()
-    df["instance_type"] = text_column(df, "instance_type", "interruptions")
-    reject_duplicates(df, ["instance_type"], "interruptions")
-    if "interruption_rate" not in df.columns:
-        df["interruption_rate"] = float("nan")
-    df["interruption_rate"] = _interruption_rates(df, f"interruptions file {str(path)!r}")
-    return df[["instance_type", "interruption_rate"]]
-
-
-def with_interruptions(catalog: Catalog, overrides: pd.DataFrame) -> Catalog:
-    """The catalog with the override file's rates for the types it names."""
-    df = catalog.instances.copy()
-    rates = overrides.set_index("instance_type")["interruption_rate"]
-    named = df["instance_type"].isin(rates.index)
-    df.loc[named, "interruption_rate"] = df.loc[named, "instance_type"].map(rates)
-    return Catalog(df, catalog.snapshot)
-
-
 @dataclass(frozen=True)
 class Catalog:
     """Instance types of one provider and region with their specs and prices.
@@ -170,3 +119,54 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
         )
     reject_duplicates(out, ["instance_type"], what)
     return out.reset_index(drop=True)
+
+
+def _interruption_rates(df: pd.DataFrame, what: str) -> pd.Series:
+    """`interruption_rate` where given, else the value of `interruption_bucket`."""
+    from deepvm.preemption import bucket_rate
+
+    rates = numeric_column(df, "interruption_rate", what, minimum=0, allow_missing=True)
+    if "interruption_bucket" in df.columns:
+        for index in df.index[rates.isna() & df["interruption_bucket"].notna()]:
+            label = str(df.at[index, "interruption_bucket"])
+            if not label.strip():
+                continue
+            try:
+                rates.at[index] = bucket_rate(label)
+            except ValueError as exc:
+                raise InputError(f"{what} row {df.at[index, 'instance_type']!r}: {exc}") from None
+    too_high = rates >= 1
+    if too_high.any():
+        row = df.loc[too_high.idxmax(), "instance_type"]
+        raise InputError(
+            f"{what} row {row!r}: interruption_rate {rates[too_high].iloc[0]:g} must be a "
+            "monthly fraction below 1"
+        )
+    return rates
+
+
+def load_interruptions(path: str | Path) -> pd.DataFrame:
+    """An interruption-rate override file: instance_type and either
+    interruption_rate (monthly fraction) or interruption_bucket (an Advisor label)."""
+    df = read_table(path, ["instance_type"], "interruptions")
+    if not {"interruption_rate", "interruption_bucket"} & set(df.columns):
+        raise InputError(
+            f"interruptions file {str(path)!r} needs columns instance_type and "
+            "interruption_rate or interruption_bucket"
+        )
+    df = df.copy()
+    df["instance_type"] = text_column(df, "instance_type", "interruptions")
+    reject_duplicates(df, ["instance_type"], "interruptions")
+    if "interruption_rate" not in df.columns:
+        df["interruption_rate"] = float("nan")
+    df["interruption_rate"] = _interruption_rates(df, f"interruptions file {str(path)!r}")
+    return df[["instance_type", "interruption_rate"]]
+
+
+def with_interruptions(catalog: Catalog, overrides: pd.DataFrame) -> Catalog:
+    """The catalog with the override file's rates for the types it names."""
+    df = catalog.instances.copy()
+    rates = overrides.set_index("instance_type")["interruption_rate"]
+    named = df["instance_type"].isin(rates.index)
+    df.loc[named, "interruption_rate"] = df.loc[named, "instance_type"].map(rates)
+    return Catalog(df, catalog.snapshot)

@@ -23,6 +23,7 @@ from deepvm.planner.candidates import (
     DEFAULT_MAX_NODES,
     Config,
     Job,
+    cluster_words,
     hourly_cost,
     throughput,
 )
@@ -201,7 +202,7 @@ def recommend(
             if fastest is not None:
                 raise InfeasibleError(
                     f"no cluster within ${budget:g}/h finishes the work by the {deadline_h:g} h "
-                    f"deadline: the fastest, {_cluster_words(planner.fleet, fastest[0])}, "
+                    f"deadline: the fastest, {cluster_words(planner.fleet, fastest[0])}, "
                     f"takes {fastest[1]:.4g} h expected; raise --deadline-h to at least "
                     f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise --budget"
                 )
@@ -244,13 +245,6 @@ def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
         return None
     config = found[0][0]
     return config, fastest.describe("deepvm", 1, config, "", 0.0).expected_makespan_h
-
-
-def _cluster_words(fleet: Fleet, config: Config) -> str:
-    what = f"{config.n_workers} x {fleet.gpu_types[config.worker]} ({config.architecture}"
-    if config.remote is not None:
-        what += f" + {config.n_remote} x {fleet.cpu_types[config.remote]}"
-    return what + ")"
 
 
 def parse_budgets(spec: str) -> list[float]:
@@ -341,14 +335,14 @@ def sweep(
                     "budget": budget,
                     "policy": policy,
                     "architecture": config.architecture,
-                    "worker_type": fleet.gpu_types[config.worker],
+                    "worker_type": planner.fleet.gpu_types[config.worker],
                     "n_workers": config.n_workers,
                     "n_remote": config.n_remote,
                     "remote_type": (
-                        None if config.remote is None else fleet.cpu_types[config.remote]
+                        None if config.remote is None else planner.fleet.cpu_types[config.remote]
                     ),
                     "hourly_cost": round(hourly_cost(planner.fleet, config), 10),
-                    "throughput_flops": throughput(fleet, config),
+                    "throughput_flops": throughput(planner.fleet, config),
                 }
             )
     df = pd.DataFrame(rows, columns=SWEEP_COLUMNS[:-1])

@@ -84,6 +84,14 @@ def hourly_cost(fleet: Fleet, config: Config) -> float:
     return float(n * fleet.gpu_spot[i] + config.n_remote * fleet.cpu_ondemand[config.remote])
 
 
+def cluster_words(fleet: Fleet, config: Config) -> str:
+    """A configuration for messages, e.g. ``17 x g4dn.xlarge (tiering + 1 x c5.xlarge)``."""
+    words = f"{config.n_workers} x {fleet.gpu_types[config.worker]} ({config.architecture}"
+    if config.remote is not None:
+        words += f" + {config.n_remote} x {fleet.cpu_types[config.remote]}"
+    return words + ")"
+
+
 def throughput(fleet: Fleet, config: Config) -> float:
     """F_i * s_i(n) with the fleet's (selected) speedup model."""
     i = config.worker

@@ -46,7 +46,6 @@ from deepvm.planner.candidates import (
     ON_DEMAND,
     SINGLE_ANCHOR,
     TIERING,
-    Candidates,
     Config,
     Job,
 )
@@ -142,10 +141,6 @@ def risk(
     # With work given, the interval is capped by the run's own length.
     eff, tau = efficiency(rate, stall, restart, work_s)
     return Risk(rate, stall, restart, tau, eff)
-
-
-def candidate_risk(fleet: Fleet, candidates: Candidates, job: Job, costs: CheckpointCosts) -> Risk:
-    return risk(fleet, candidates.architecture, candidates.worker, candidates.n, job, costs)
 
 
 def config_risk(

@@ -42,6 +42,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -143,50 +144,152 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(saved)
 
 
-class _SlotProblem:
-    """The compiled MILP with ``size`` candidate slots (see the module docstring)."""
+@dataclass(frozen=True)
+class _Coefficients:
+    """The MILP's data: arrays (a sweep, built once) or cvxpy Parameters (the slot
+    problems, re-solved with new values). Per slot: rank, tiebreak (cost / 2B),
+    cost, tier (1 on Tiering slots), n_tier, share, open (None: all open); per
+    block: budget; per remote variable (Tiering block x CPU type): cost_m, tiebreak_m."""
 
-    def __init__(self, size: int, fleet: Fleet, remote_upper: FloatArray) -> None:
+    rank: Any
+    tiebreak: Any
+    cost: Any
+    tier: Any
+    n_tier: Any
+    share: Any
+    budget: Any
+    cost_m: Any
+    tiebreak_m: Any
+    open: Any = None
+
+
+class _Formulation:
+    """The cluster MILP (see the module docstring) for ``sizes[b]`` slots in each
+    of independent blocks b; ``tiered`` blocks get remote variables w, m. Each
+    block also has a "no cluster" binary worth 0, below any candidate's rank -
+    cost / 2B > 1/2: a block where nothing fits picks it instead of making the
+    whole problem infeasible."""
+
+    def __init__(
+        self,
+        sizes: np.ndarray,
+        tiered: np.ndarray,
+        fleet: Fleet,
+        job: Job,
+        nsat_cpu: FloatArray,
+        remote_upper: FloatArray,
+        c: _Coefficients,
+    ) -> None:
+        import cvxpy as cp
+        import scipy.sparse as sp
+
+        nb, j, total = len(sizes), len(fleet.cpu_types), int(sizes.sum())
+        self.sizes = sizes
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+        self.tiered = tiered if j else np.zeros(0, dtype=int)
+        self.j = j
+        nt = len(self.tiered)
+        block = np.repeat(np.arange(nb), sizes)
+        one_hot = sp.csr_matrix((np.ones(total), (block, np.arange(total))), shape=(nb, total))
+        self.x = cp.Variable(total, boolean=True, name="x")
+        self.none = cp.Variable(nb, boolean=True, name="none")
+        self.w: Any = None
+        self.m: Any = None
+        x = self.x
+        objective = c.rank @ x - c.tiebreak @ x
+        constraints = [one_hot @ x + self.none == 1]
+        if c.open is not None:
+            constraints.append(x <= c.open)
+        spend = one_hot @ cp.multiply(c.cost, x)
+        if nt:
+            self.w = w = cp.Variable(nt * j, boolean=True, name="w")
+            self.m = m = cp.Variable(nt * j, integer=True, name="m")
+            rows = one_hot[self.tiered]
+
+            def per_block(values: FloatArray) -> Any:
+                return sp.kron(sp.eye(nt), values.reshape(1, -1), format="csr")
+
+            tiering = rows @ cp.multiply(c.tier, x)
+            usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
+            constraints += [
+                per_block(np.ones(j)) @ w == tiering,
+                m >= w,
+                m <= cp.multiply(np.tile(remote_upper, nt), w),
+                rows @ cp.multiply(c.n_tier, x) <= per_block(nsat_cpu) @ m,
+                rows @ cp.multiply(c.share, x) <= per_block(np.ones(j)) @ m,
+                per_block(usable) @ m >= job.remote_memory_needed_gb * tiering,
+            ]
+            owner = sp.csr_matrix(
+                (np.ones(nt * j), (np.repeat(self.tiered, j), np.arange(nt * j))),
+                shape=(nb, nt * j),
+            )
+            spend = spend + owner @ cp.multiply(c.cost_m, m)
+            objective = objective - c.tiebreak_m @ m
+        else:
+            constraints.append(cp.multiply(c.tier, x) == 0)  # Tiering needs a remote type
+        constraints.append(spend <= c.budget)
+        self.problem = cp.Problem(cp.Maximize(objective), constraints)
+
+    def configs(self, candidates: Candidates, slot_candidate: np.ndarray) -> list[Config | None]:
+        """Each block's chosen configuration (None: no cluster), after a solve;
+        ``slot_candidate`` maps slots to candidate indices."""
+        chosen, empty = self.x.value, self.none.value
+        assert chosen is not None and empty is not None
+        where = {int(b): t for t, b in enumerate(self.tiered)}
+        out: list[Config | None] = []
+        for b, (start, size) in enumerate(zip(self.starts, self.sizes, strict=True)):
+            if empty[b] > 0.5:
+                out.append(None)
+                continue
+            k = int(slot_candidate[start + int(np.argmax(chosen[start : start + size]))])
+            arch = ARCHITECTURES[int(candidates.architecture[k])]
+            worker, n = int(candidates.worker[k]), int(candidates.n[k])
+            if arch != TIERING:
+                out.append(Config(arch, worker, n))
+                continue
+            opened, counts = self.w.value, self.m.value
+            assert opened is not None and counts is not None
+            t = where[b]
+            remote = int(np.argmax(opened[t * self.j : (t + 1) * self.j]))
+            out.append(Config(arch, worker, n, remote, round(float(counts[t * self.j + remote]))))
+        return out
+
+
+class _SlotProblem:
+    """One block of ``size`` slots whose coefficients are cvxpy Parameters, so it
+    is compiled once and re-solved with new values."""
+
+    def __init__(
+        self,
+        size: int,
+        fleet: Fleet,
+        job: Job,
+        nsat_cpu: FloatArray,
+        remote_upper: FloatArray,
+    ) -> None:
         import cvxpy as cp
 
-        j = max(len(fleet.cpu_types), 1)
-        has_cpu = len(fleet.cpu_types) > 0
-        nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float) if has_cpu else np.zeros(1)
-        mem = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb if has_cpu else np.zeros(1)
-        upper = remote_upper if has_cpu else np.zeros(1)
+        j = len(fleet.cpu_types)
 
-        def param(name: str, n: int = size, **kw: bool) -> cp.Parameter:
-            return cp.Parameter(n, name=name, **kw)
+        def param(name: str, n: int = size) -> cp.Parameter:
+            return cp.Parameter(n, name=name, nonneg=True)
 
         self.size = size
-        self.x = cp.Variable(size, boolean=True, name="x")
-        self.w = cp.Variable(j, boolean=True, name="w")
-        self.m = cp.Variable(j, integer=True, name="m")
-        self.open = param("open", nonneg=True)
-        self.rank = param("rank", nonneg=True)
-        self.cost = param("cost", nonneg=True)
-        self.tiebreak = param("tiebreak", nonneg=True)  # cost / 2B: DPP forbids param / param
-        self.tier = param("tier", nonneg=True)
-        self.n_tier = param("n_tier", nonneg=True)
-        self.share = param("share", nonneg=True)
-        self.memory_needed = param("memory_needed", nonneg=True)  # k C on tiering slots
-        self.cost_m = param("cost_m", j, nonneg=True)
-        self.tiebreak_m = param("tiebreak_m", j, nonneg=True)
-        self.budget = cp.Parameter(nonneg=True, name="budget")
-        x, w, m = self.x, self.w, self.m
-        constraints = [
-            cp.sum(x) == 1,
-            x <= self.open,
-            cp.sum(w) == self.tier @ x,
-            m >= w,
-            m <= cp.multiply(upper, w),
-            self.n_tier @ x <= nsat_cpu @ m,
-            self.share @ x <= cp.sum(m),
-            mem @ m >= self.memory_needed @ x,
-            self.cost @ x + self.cost_m @ m <= self.budget,
-        ]
-        objective = self.rank @ x - (self.tiebreak @ x + self.tiebreak_m @ m)
-        self.problem = cp.Problem(cp.Maximize(objective), constraints)
+        self.c = _Coefficients(
+            rank=param("rank"),
+            tiebreak=param("tiebreak"),  # cost / 2B: DPP forbids param / param
+            cost=param("cost"),
+            tier=param("tier"),
+            n_tier=param("n_tier"),
+            share=param("share"),
+            budget=cp.Parameter(nonneg=True, name="budget"),
+            cost_m=param("cost_m", max(j, 1)),
+            tiebreak_m=param("tiebreak_m", max(j, 1)),
+            open=param("open"),
+        )
+        self.formulation = _Formulation(
+            np.array([size]), np.array([0]), fleet, job, nsat_cpu, remote_upper, self.c
+        )
 
 
 class ClusterMILP:
@@ -241,7 +344,9 @@ class ClusterMILP:
     def _slots(self, count: int) -> _SlotProblem:
         size = max(16, 1 << max(count - 1, 0).bit_length())
         if size not in self._problems:
-            self._problems[size] = _SlotProblem(size, self.fleet, self._remote_upper)
+            self._problems[size] = _SlotProblem(
+                size, self.fleet, self.job, self._nsat_cpu, self._remote_upper
+            )
         return self._problems[size]
 
     # -- solving ------------------------------------------------------------
@@ -258,6 +363,11 @@ class ClusterMILP:
                 problem.solve(
                     solver=SOLVER,
                     time_limit=self.time_limit_s,
+                    # cvxpy's default hands HiGHS the previous solve's answer as a start;
+                    # slots are reassigned between solves, and HiGHS then returned that
+                    # start as "optimal" although a better cluster existed (found by
+                    # the property test). Every solve starts cold.
+                    warm_start=False,
                     mip_rel_gap=0.0,
                     mip_abs_gap=1e-12,
                     mip_feasibility_tolerance=1e-9,
@@ -346,27 +456,33 @@ class ClusterMILP:
 
         scale = 2.0 * max(float(budget), 1e-9)
         cost = fill(self._worker_cost)
-        slots.open.value = np.concatenate([np.ones(picked.size), np.zeros(pad)])
-        slots.rank.value = fill(ranks)
-        slots.cost.value = cost
-        slots.tiebreak.value = cost / scale
-        slots.tier.value = fill(self._tier)
-        slots.n_tier.value = fill(self._n_tier)
-        slots.share.value = fill(self._share)
-        slots.memory_needed.value = fill(self._tier) * self.job.remote_memory_needed_gb
-        remote = self.fleet.cpu_ondemand.astype(float) if self._j else np.zeros(1)
-        slots.cost_m.value = remote
-        slots.tiebreak_m.value = remote / scale
-        slots.budget.value = float(budget)
-        status, seconds = self._run(slots.problem)
+        c = slots.c
+        c.open.value = np.concatenate([np.ones(picked.size), np.zeros(pad)])
+        c.rank.value = fill(ranks)
+        c.cost.value = cost
+        c.tiebreak.value = cost / scale
+        c.tier.value = fill(self._tier)
+        c.n_tier.value = fill(self._n_tier)
+        c.share.value = fill(self._share)
+        if self._j:
+            c.cost_m.value = self.fleet.cpu_ondemand.astype(float)
+            c.tiebreak_m.value = c.cost_m.value / scale
+        c.budget.value = float(budget)
+        status, seconds = self._run(slots.formulation.problem)
         if status != OPTIMAL:
             return SolveOutcome(status, None, seconds)
-        config = self._read_config(slots, picked)
+        slot_candidate = np.concatenate([picked, np.zeros(pad, dtype=picked.dtype)])
+        config = slots.formulation.configs(self.candidates, slot_candidate)[0]
+        return self._verified(config, budget, seconds)
+
+    def _verified(self, config: Config | None, budget: float, seconds: float) -> SolveOutcome:
+        """The solver's answer, checked against the model (written independently)."""
+        if config is None:
+            return SolveOutcome(INFEASIBLE, None, seconds, "no cluster fits")
         problems = violations(self.fleet, self.job, config, budget)
         if problems:
-            return SolveOutcome(
-                ERROR, None, seconds, f"solver answer failed verification: {', '.join(problems)}"
-            )
+            message = f"solver answer failed verification: {', '.join(problems)}"
+            return SolveOutcome(ERROR, None, seconds, message)
         return SolveOutcome(OPTIMAL, config, seconds)
 
     def solve_blocks(
@@ -406,92 +522,33 @@ class ClusterMILP:
     def _solve_block_milp(
         self, picks: list[np.ndarray], ranks: list[FloatArray], budgets: list[float]
     ) -> list[SolveOutcome]:
-        import cvxpy as cp
-        import scipy.sparse as sp
-
-        nb, j = len(picks), self._j
         sizes = np.array([len(p) for p in picks])
         cand = np.concatenate(picks)
-        block = np.repeat(np.arange(nb), sizes)
-        total = len(cand)
-        tier = self._tier[cand]
-        tiered = np.flatnonzero((np.bincount(block, weights=tier, minlength=nb) > 0) & (j > 0))
-        nt = len(tiered)
+        block = np.repeat(np.arange(len(picks)), sizes)
+        tiered = np.flatnonzero(np.bincount(block, weights=self._tier[cand], minlength=len(picks)))
         scale = 2.0 * np.maximum(np.array(budgets), 1e-9)
+        price = np.tile(self.fleet.cpu_ondemand.astype(float), len(tiered))
         cost = self._worker_cost[cand]
-        one_hot = sp.csr_matrix((np.ones(total), (block, np.arange(total))), shape=(nb, total))
-        x = cp.Variable(total, boolean=True, name="x")
-        # "No cluster" per block, worth 0 < any candidate's rank - cost/2B: a block
-        # with no feasible candidate picks it instead of making the whole MILP infeasible.
-        none = cp.Variable(nb, boolean=True, name="none")
-        objective = (np.concatenate(ranks) - cost / scale[block]) @ x
-        constraints = [one_hot @ x + none == 1]
-        if not j:
-            constraints.append(cp.multiply(tier, x) == 0)  # Tiering needs a remote type
-        spend = one_hot @ cp.multiply(cost, x)
-        if nt:
-            w = cp.Variable(nt * j, boolean=True, name="w")
-            m = cp.Variable(nt * j, integer=True, name="m")
-            rows = one_hot[tiered]  # tiered blocks x slots
-            per_block = sp.kron(sp.eye(nt), np.ones((1, j)), format="csr")
-
-            def along(values: FloatArray) -> sp.csr_matrix:
-                return sp.kron(sp.eye(nt), values.reshape(1, -1), format="csr")
-
-            price = self.fleet.cpu_ondemand.astype(float)
-            usable = REMOTE_MEMORY_FRACTION * self.fleet.cpu_memory_gb
-            constraints += [
-                per_block @ w == rows @ cp.multiply(tier, x),
-                m >= w,
-                m <= cp.multiply(np.tile(self._remote_upper, nt), w),
-                rows @ cp.multiply(self._n_tier[cand], x) <= along(self._nsat_cpu) @ m,
-                rows @ cp.multiply(self._share[cand], x) <= per_block @ m,
-                along(usable) @ m
-                >= self.job.remote_memory_needed_gb * (rows @ cp.multiply(tier, x)),
-            ]
-            remote_spend = sp.csr_matrix(
-                (np.tile(price, nt), (np.repeat(tiered, j), np.arange(nt * j))), shape=(nb, nt * j)
-            )
-            spend = spend + remote_spend @ m
-            objective = objective - (np.tile(price, nt) / np.repeat(scale[tiered], j)) @ m
-        constraints.append(spend <= np.array(budgets))
-        problem = cp.Problem(cp.Maximize(objective), constraints)
-        status, seconds = self._run(problem)
+        c = _Coefficients(
+            rank=np.concatenate(ranks),
+            tiebreak=cost / scale[block],
+            cost=cost,
+            tier=self._tier[cand],
+            n_tier=self._n_tier[cand],
+            share=self._share[cand],
+            budget=np.array(budgets),
+            cost_m=price,
+            tiebreak_m=price / np.repeat(scale[tiered], self._j),
+        )
+        formulation = _Formulation(
+            sizes, tiered, self.fleet, self.job, self._nsat_cpu, self._remote_upper, c
+        )
+        status, seconds = self._run(formulation.problem)
+        share = seconds / len(picks)
         if status != OPTIMAL:
-            return [SolveOutcome(status, None, seconds)] * nb
-        chosen, empty = x.value, none.value
-        assert chosen is not None and empty is not None
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        where = {int(b): t for t, b in enumerate(tiered)}
-        outcomes = []
-        for b in range(nb):
-            if empty[b] > 0.5:
-                outcomes.append(SolveOutcome(INFEASIBLE, None, seconds / nb, "nothing fits"))
-                continue
-            k = int(cand[starts[b] + int(np.argmax(chosen[starts[b] : starts[b] + sizes[b]]))])
-            c = self.candidates
-            arch = ARCHITECTURES[int(c.architecture[k])]
-            if arch == TIERING:
-                t = where[b]
-                opened, counts = w.value, m.value
-                assert opened is not None and counts is not None
-                choice = int(np.argmax(opened[t * j : (t + 1) * j]))
-                config = Config(
-                    arch,
-                    int(c.worker[k]),
-                    int(c.n[k]),
-                    choice,
-                    round(float(counts[t * j + choice])),
-                )
-            else:
-                config = Config(arch, int(c.worker[k]), int(c.n[k]))
-            problems_found = violations(self.fleet, self.job, config, budgets[b])
-            if problems_found:
-                message = f"solver answer failed verification: {', '.join(problems_found)}"
-                outcomes.append(SolveOutcome(ERROR, None, seconds / nb, message))
-            else:
-                outcomes.append(SolveOutcome(OPTIMAL, config, seconds / nb))
-        return outcomes
+            return [SolveOutcome(status, None, share)] * len(picks)
+        configs = formulation.configs(self.candidates, cand)
+        return [self._verified(k, b, share) for k, b in zip(configs, budgets, strict=True)]
 
     def candidate_index(self, config: Config) -> int:
         c = self.candidates
@@ -501,14 +558,3 @@ class ClusterMILP:
             & (c.n == config.n_workers)
         )
         return int(hit[0])
-
-    def _read_config(self, slots: _SlotProblem, picked: np.ndarray) -> Config:
-        assert slots.x.value is not None
-        k = int(picked[int(np.argmax(slots.x.value[: picked.size]))])
-        c = self.candidates
-        arch = ARCHITECTURES[int(c.architecture[k])]
-        if arch != TIERING:
-            return Config(arch, int(c.worker[k]), int(c.n[k]))
-        assert slots.w.value is not None and slots.m.value is not None
-        j = int(np.argmax(slots.w.value))
-        return Config(arch, int(c.worker[k]), int(c.n[k]), j, round(float(slots.m.value[j])))

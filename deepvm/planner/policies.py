@@ -20,6 +20,7 @@ from deepvm.planner.candidates import (
     Config,
     Job,
     build_candidates,
+    cluster_words,
     hourly_cost,
     node_limits,
     throughput,
@@ -362,10 +363,8 @@ def infeasible_budget_error(
             "no cluster is feasible at any budget: check quotas and the checkpoint size"
         )
     cost = hourly_cost(fleet, cheapest)
-    what = f"{cheapest.n_workers} x {fleet.gpu_types[cheapest.worker]} ({cheapest.architecture}"
-    if cheapest.remote is not None:
-        what += f" + {cheapest.n_remote} x {fleet.cpu_types[cheapest.remote]}"
     return InfeasibleError(
-        f"budget ${budget:g}/h is below the cheapest feasible cluster: {what}) "
+        f"budget ${budget:g}/h is below the cheapest feasible cluster: "
+        f"{cluster_words(fleet, cheapest)} "
         f"at ${cost:.4f}/h; raise --budget to at least {math.ceil(cost * 100) / 100:.2f}"
     )
