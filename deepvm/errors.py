@@ -1,11 +1,26 @@
 """The exceptions deepvm raises. Every one carries a one-line message that says
-what is wrong and, where it can, how to fix it; the CLI prints it and exits 2."""
+what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
+
+    DeepvmError                  a problem with the user's input or request, not a bug
+    ├── InputError               a bad input file, column, row or value
+    │   ├── UnknownWorkloadError
+    │   ├── ParameterError       one named parameter (``--deadline-h`` / ``deadline_hours``)
+    │   ├── StoreError           the store cannot be used (path, permissions, files, disk)
+    │   └── OutputError          an output file (--out, --plot) cannot be written there
+    ├── InfeasibleError          no cluster satisfies the constraints
+    ├── SolverError              the solver stopped without a verified optimum
+    └── SourceUnavailableError   a price source failed (exit status 1: not the input's fault)
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 
 class DeepvmError(Exception):
     """Base class: a problem with the user's input or request, not a bug."""
+
+    exit_status = 2
 
 
 class InputError(DeepvmError):
@@ -16,9 +31,41 @@ class UnknownWorkloadError(InputError):
     """A workload name that no registry, measurement or overhead table knows."""
 
 
+class ParameterError(InputError):
+    """A bad value of one parameter. ``param`` is the library's name for it
+    (``deadline_h``); each front end names it its own way: the CLI as a flag
+    (``--deadline-h``), a flow by its parameter (``deadline_hours``)."""
+
+    def __init__(self, param: str, value: object, requirement: str) -> None:
+        self.param = param
+        self.value = value
+        self.requirement = requirement
+        super().__init__(self.render())
+
+    def render(self, names: Mapping[str, str] | None = None) -> str:
+        """The message with the parameter named as ``names`` maps it."""
+        name = (names or {}).get(self.param, self.param)
+        shown = f"{self.value:g}" if isinstance(self.value, float) else repr(self.value)
+        return f"{name} {shown} {self.requirement}"
+
+
+class StoreError(InputError):
+    """The store cannot be used: its path, its permissions, a bad file in it, a full disk."""
+
+
+class OutputError(InputError):
+    """An output file cannot be written where the user asked."""
+
+
 class InfeasibleError(DeepvmError):
     """No cluster satisfies the budget, quotas and checkpoint constraints."""
 
 
 class SolverError(DeepvmError):
     """The solver stopped without a verified optimum (time limit, numerical trouble)."""
+
+
+class SourceUnavailableError(DeepvmError):
+    """A price source did not answer usefully within its deadline and retries."""
+
+    exit_status = 1

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,9 @@ import pandas as pd
 
 from deepvm.errors import InputError
 from deepvm.overhead import MODEL_PARAMS, SpeedupModel, speedup
+
+if TYPE_CHECKING:
+    from deepvm.store import StoreLike
 
 MIN_NODE_COUNTS = 3
 SELECT_RTOL = 0.05
@@ -129,7 +133,7 @@ def load_scaling(path: str | Path) -> pd.DataFrame:
     return scaling_points(read_table(path, ("instance_type", "workload", "n_nodes"), "scaling"))
 
 
-def store_scaling(store_uri: str | Path) -> pd.DataFrame:
+def store_scaling(store_uri: StoreLike) -> pd.DataFrame:
     """The newest run's scaling rows of each (instance type, workload) in a store."""
     from deepvm.store import Store
 
@@ -290,7 +294,7 @@ def fits_frame(fits: Sequence[Fit]) -> pd.DataFrame:
     )
 
 
-def fitted_overhead_table(store_uri: str | Path) -> pd.DataFrame | None:
+def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
     """The selected models of the newest fit per group in a store, as an overhead
     table (instance_type, workload, model, a, b, c, p, alpha, beta, source)."""
     from deepvm.store import Store

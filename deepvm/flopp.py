@@ -7,13 +7,18 @@ PEAK_UTILISATION; every value says which (``flops_source``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from deepvm.catalog import Catalog
 from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
+
+if TYPE_CHECKING:
+    from deepvm.store import StoreLike
 
 # Fraction of peak dense FP16/BF16 FLOP/s that data-parallel training of a
 # mid-size model reaches on one node. Published model-FLOPs-utilisation figures
@@ -31,21 +36,24 @@ def load_throughput(path: str | Path) -> pd.DataFrame:
     df["workload"] = text_column(df, "workload", "throughput")
     df["flops"] = numeric_column(df, "flops", "throughput", strictly_positive=True)
     reject_duplicates(df, ["instance_type", "workload"], "throughput")
-    return df[list(THROUGHPUT_COLUMNS)].reset_index(drop=True)
+    df["source"] = f"file {Path(path).name}"
+    return df[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
 
 
-def latest_measurements(store_uri: str | Path) -> pd.DataFrame:
+def latest_measurements(store_uri: StoreLike) -> pd.DataFrame:
     """The latest successful benchmark per (instance type, workload) in a store,
-    as throughput rows: instance_type, workload, flops."""
+    as throughput rows: instance_type, workload, flops, source. Failed rows and
+    rows without a positive FLOP/s are never used."""
     from deepvm.store import Store
 
     df = Store.open(store_uri).read("benchmarks")
-    ok = df[(df["status"] == "ok") & (df["achieved_flops"] > 0)]
+    ok = df[(df["status"] == "ok") & (df["achieved_flops"].astype(float) > 0)]
     if ok.empty:
-        return pd.DataFrame(columns=list(THROUGHPUT_COLUMNS))
+        return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source"])
     latest = ok.sort_values("measured_at").groupby(["instance_type", "workload"]).tail(1)
-    out = latest.rename(columns={"achieved_flops": "flops"})[list(THROUGHPUT_COLUMNS)]
-    return out.reset_index(drop=True)
+    out = latest.rename(columns={"achieved_flops": "flops"})
+    out = out.assign(source="benchmark " + out["run_date"].astype(str))
+    return out[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
 
 
 def merge_measurements(*tables: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -57,22 +65,78 @@ def merge_measurements(*tables: pd.DataFrame | None) -> pd.DataFrame | None:
     return both.drop_duplicates(["instance_type", "workload"], keep="last").reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class MeasurementUse:
+    """Which measured rows one plan used, and which of the workload's it left out."""
+
+    used: tuple[dict[str, object], ...] = ()
+    not_used: tuple[dict[str, object], ...] = ()
+
+    def describe(self) -> str | None:
+        if not self.used and not self.not_used:
+            return None
+        parts = []
+        if self.used:
+            parts.append(
+                "measurements used: "
+                + ", ".join(f"{u['instance_type']} ({u['source']})" for u in self.used)
+            )
+        if self.not_used:
+            parts.append(
+                "not used: "
+                + ", ".join(f"{u['instance_type']} ({u['reason']})" for u in self.not_used)
+            )
+        return "; ".join(parts)
+
+
+def measurement_use(
+    catalog: Catalog, workload: str, measured: pd.DataFrame | None
+) -> MeasurementUse:
+    """The measured rows of ``workload`` split into those the plan uses (the type
+    is a GPU type of the catalog) and those it cannot (a machine the catalog does
+    not list, such as ``local:<cpu>``, or a CPU type)."""
+    if measured is None or measured.empty:
+        return MeasurementUse()
+    mine = measured[measured["workload"] == workload]
+    gpu = set(catalog.gpu["instance_type"])
+    listed = set(catalog.instances["instance_type"])
+    used, not_used = [], []
+    for row in mine.to_dict("records"):
+        source = str(row.get("source") or "measured")
+        if row["instance_type"] in gpu:
+            used.append(
+                {
+                    "instance_type": row["instance_type"],
+                    "flops": float(row["flops"]),
+                    "source": source,
+                }
+            )
+        else:
+            reason = "a CPU type" if row["instance_type"] in listed else "not in the catalog"
+            not_used.append(
+                {"instance_type": row["instance_type"], "reason": reason, "source": source}
+            )
+    return MeasurementUse(tuple(used), tuple(not_used))
+
+
 def node_throughput(
     catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """F_i for every GPU instance type of the catalog on ``workload``.
 
     Returns instance_type, flops, flops_source (``measured`` or ``peak``); types
-    with neither a measurement nor a peak figure are left out.
+    with neither a measurement nor a peak figure are left out. Measurements of
+    other workloads or of machines the catalog does not list are not used.
     """
     gpu = catalog.gpu[["instance_type", "peak_flops"]].copy()
-    gpu["flops"] = gpu["peak_flops"] * PEAK_UTILISATION
+    gpu["flops"] = gpu["peak_flops"].astype(float) * PEAK_UTILISATION
     gpu["flops_source"] = "peak"
     if measured is not None and not measured.empty:
-        mine = measured[measured["workload"] == workload].set_index("instance_type")["flops"]
-        hit = gpu["instance_type"].isin(mine.index)
-        gpu.loc[hit, "flops"] = gpu.loc[hit, "instance_type"].map(mine).to_numpy()
-        gpu.loc[hit, "flops_source"] = "measured"
+        mine = measured[measured["workload"] == workload]
+        by_type = mine.drop_duplicates("instance_type", keep="last").set_index("instance_type")
+        hit = gpu["instance_type"].map(by_type["flops"].astype(float))
+        gpu["flops"] = hit.where(hit.notna(), gpu["flops"]).astype(float)
+        gpu["flops_source"] = gpu["flops_source"].where(hit.isna(), "measured")
     gpu = gpu[np.isfinite(gpu["flops"]) & (gpu["flops"] > 0)]
     return gpu[["instance_type", "flops", "flops_source"]].reset_index(drop=True)
 

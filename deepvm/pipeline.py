@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,28 +23,24 @@ from deepvm.catalog.sources import (
     fill_interruption_rates,
     get_source,
 )
-from deepvm.errors import DeepvmError
+from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
 from deepvm.scenarios import Scenario
-from deepvm.store import Store
+from deepvm.store import Store, StoreLike, check_date
 
 log = logging.getLogger("deepvm")
 
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 2.0
+# One deadline for a whole fetch, its retries included.
+DEFAULT_PRICE_TIMEOUT_S = 60.0
 
 
-class PriceSourceError(DeepvmError):
+class PriceSourceError(SourceUnavailableError):
     """A price source failed and the store has no earlier snapshot to fall back to."""
 
 
 def today() -> str:
     return dt.datetime.now(dt.UTC).date().isoformat()
-
-
-def _safe(name: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "source"
 
 
 # --- prices -------------------------------------------------------------------------
@@ -60,9 +57,14 @@ class PriceRefresh:
     fallback_from: str | None = None
     dropped: int = 0
 
+    @property
+    def failed(self) -> bool:
+        """The source did not deliver: the date's prices are an earlier snapshot."""
+        return self.error is not None
+
 
 def refresh_prices(
-    store_uri: str | Path,
+    store_uri: StoreLike,
     source: str = "snapshot",
     *,
     snapshot_date: str | None = None,
@@ -71,41 +73,54 @@ def refresh_prices(
     sleep: Callable[[float], None] = time.sleep,
     regions: Sequence[str] | None = None,
     skypilot_csv: str | None = None,
+    timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
 ) -> PriceRefresh:
     """Fetch prices and specs from ``source`` into the store's ``prices`` (partition
     ``snapshot_date``) and ``instances`` tables.
 
-    Transient failures are retried with exponential backoff (backoff_s, 2x, 4x, ...).
-    When the source still fails, the newest earlier snapshot is carried into this
-    date with ``stale = true`` and the result says so; nothing stored is changed
-    otherwise. Bad input (an unknown source, an invalid catalog) is raised at once.
+    The fetch, its retries and their backoff (backoff_s, 2x, 4x, ...) share one
+    deadline of ``timeout_s`` seconds; only transient failures (timeouts,
+    throttling, 5xx) are retried. When the source still fails, the newest
+    earlier snapshot is carried into this date with ``stale = true`` (a date that
+    already has a snapshot keeps it) and the result says the refresh failed.
+    Bad input (an unknown source, an invalid catalog) is raised at once.
     """
+    from deepvm.catalog.http import fetch_with_deadline, is_transient
     from deepvm.errors import InputError
 
-    store = Store.open(store_uri)
-    date = snapshot_date or today()
+    if not timeout_s > 0 or not math.isfinite(timeout_s):
+        raise ParameterError("timeout_s", timeout_s, "must be a positive number of seconds")
+    if retries < 0:
+        raise ParameterError("retries", retries, "must be >= 0")
+    date = check_date(snapshot_date or today(), "snapshot_date")
+    store = Store.open(store_uri).ensure_writable()
     src = get_source(source, regions=regions, skypilot_csv=skypilot_csv)
     backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
     error: str | None = None
     attempts = 0
     data: PriceData | None = None
-    for attempts in range(1, retries + 2):
+    end = time.monotonic() + timeout_s
+    while attempts <= retries:
+        attempts += 1
         try:
-            data = src.fetch()
+            data = fetch_with_deadline(src.fetch, max(0.0, end - time.monotonic()))
             break
         except InputError:
             raise
-        except Exception as exc:  # network, throttling, 5xx: worth another try
+        except Exception as exc:  # classified below: retry only what may mend
             error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             log.warning("price source %s failed (attempt %d): %s", src.name, attempts, error)
+            pause = backoff * 2 ** (attempts - 1)
+            if not is_transient(exc) or time.monotonic() + pause >= end:
+                break
             if attempts <= retries:
-                sleep(backoff * 2 ** (attempts - 1))
+                sleep(pause)
     if data is not None and data.prices.empty:  # nothing usable: never a snapshot
         error, data = f"source {src.name!r} returned no usable prices", None
     if data is not None:
-        name = _safe(src.name)
-        store.write("instances", data.instances, partition=None, name=name)
-        store.write("prices", fill_interruption_rates(data.prices), partition=date, name=name)
+        with store.transaction() as tx:
+            tx.write("instances", data.instances, partition=None, name=src.name)
+            tx.write("prices", fill_interruption_rates(data.prices), partition=date, name=src.name)
         return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
 
@@ -115,29 +130,24 @@ def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) 
     if prices.empty:
         raise PriceSourceError(
             f"price source {source!r} failed after {attempts} attempt(s) ({error}) and the "
-            "store has no earlier snapshot to fall back to"
+            "store has no earlier snapshot to fall back to; check the network or the "
+            "source's credentials, or run `deepvm prices refresh --source snapshot` first"
         )
     same_day = prices[prices["snapshot_date"] == date]
-    if not same_day.empty:  # an earlier run today succeeded: leave it exactly as it is
-        return PriceRefresh(
-            date,
-            source,
-            bool(same_day["stale"].any()),
-            len(same_day),
-            attempts,
-            error,
-            fallback_from=date,
-        )
-    newest = prices["snapshot_date"].max()
+    if not same_day.empty:  # this date has prices already: keep them exactly as they are
+        log.warning("price source %s failed; keeping %s's snapshot", source, date)
+        return PriceRefresh(date, source, True, len(same_day), attempts, error, fallback_from=date)
+    earlier = prices[prices["snapshot_date"] < date]
+    newest = earlier["snapshot_date"].max() if not earlier.empty else prices["snapshot_date"].max()
     carried = prices[prices["snapshot_date"] == newest].drop(columns="snapshot_date").copy()
     carried["stale"] = True
-    store.write("prices", carried, partition=date, name=_safe(source))
+    store.write("prices", carried, partition=date, name=source)
     log.warning("price source %s failed; carried %s's snapshot forward as stale", source, newest)
     return PriceRefresh(date, source, True, len(carried), attempts, error, fallback_from=newest)
 
 
 def catalog_from_store(
-    store_uri: str | Path, snapshot_date: str | None = None, region: str | None = None
+    store_uri: StoreLike, snapshot_date: str | None = None, region: str | None = None
 ) -> Catalog:
     """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
     store = Store.open(store_uri)
@@ -160,16 +170,29 @@ def catalog_from_store(
 
 
 def compute_flopp(
-    store_uri: str | Path,
+    store_uri: StoreLike,
     workloads: Sequence[str],
     snapshot_date: str | None = None,
     region: str | None = None,
+    *,
+    prices: PriceRefresh | None = None,
 ) -> list[Path]:
+    """FLOPP rows per workload on the date's prices. ``prices``: the refresh that
+    produced them, so that a failed source is named as the cause when the
+    snapshot carried forward lacks the region."""
     from deepvm.flopp import flopp_table, latest_measurements
     from deepvm.results import write_flopp
 
     date = snapshot_date or today()
-    catalog = catalog_from_store(store_uri, date, region)
+    try:
+        catalog = catalog_from_store(store_uri, date, region)
+    except InputError as exc:
+        if prices is None or not prices.failed:
+            raise
+        raise SourceUnavailableError(
+            f"price source {prices.source!r} was unreachable ({prices.error}), and the "
+            f"snapshot of {prices.fallback_from} it fell back to cannot be planned: {exc}"
+        ) from None
     measured = latest_measurements(store_uri)
     return [
         write_flopp(flopp_table(catalog, w, measured), store_uri, catalog.snapshot, date)
@@ -177,7 +200,7 @@ def compute_flopp(
     ]
 
 
-def refit_if_new(store_uri: str | Path) -> list[object] | None:
+def refit_if_new(store_uri: StoreLike) -> list[object] | None:
     """Refit the overhead models when scaling rows are newer than the last fit."""
     from deepvm.fitting import fit_all, store_scaling
     from deepvm.results import write_fits
@@ -207,7 +230,7 @@ class PlanOutcome:
 
 
 def replan(
-    store_uri: str | Path,
+    store_uri: StoreLike,
     scenarios: Sequence[Scenario],
     snapshot_date: str | None = None,
     region: str | None = None,
@@ -262,7 +285,7 @@ def _cluster(row: pd.Series) -> str:
     return text
 
 
-def change_report(store_uri: str | Path, snapshot_date: str | None = None) -> pd.DataFrame:
+def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.DataFrame:
     """Per job: today's top ``deepvm`` recommendation against the previous snapshot's."""
     date = snapshot_date or today()
     recs = Store.open(store_uri).read("recommendations")
@@ -309,7 +332,7 @@ class NightlyReport:
 
 
 def nightly(
-    store_uri: str | Path,
+    store_uri: StoreLike,
     scenarios: Sequence[Scenario],
     *,
     source: str = "snapshot",
@@ -318,23 +341,30 @@ def nightly(
     backoff_s: float | None = None,
     regions: Sequence[str] | None = None,
     skypilot_csv: str | None = None,
+    timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
 ) -> NightlyReport:
-    """All stages in order, for running without Prefect."""
-    date = snapshot_date or today()
-    prices = refresh_prices(
-        store_uri,
-        source,
-        snapshot_date=date,
-        retries=retries,
-        backoff_s=backoff_s,
-        regions=regions,
-        skypilot_csv=skypilot_csv,
-    )
-    report = NightlyReport(date, prices)
-    region = regions[0] if regions else None
-    report.flopp_files = compute_flopp(store_uri, [s.workload for s in scenarios], date, region)
-    fits = refit_if_new(store_uri)
-    report.refitted = None if fits is None else len(fits)
-    report.plans = replan(store_uri, scenarios, date, region)
-    report.changes = change_report(store_uri, date)
+    """All stages in order, for running without Prefect. Every table's rows are
+    computed first and published together at the end (one store transaction): a
+    night that fails part-way leaves the store as it was."""
+    date = check_date(snapshot_date or today(), "snapshot_date")
+    with Store.open(store_uri).transaction() as tx:
+        prices = refresh_prices(
+            tx,
+            source,
+            snapshot_date=date,
+            retries=retries,
+            backoff_s=backoff_s,
+            regions=regions,
+            skypilot_csv=skypilot_csv,
+            timeout_s=timeout_s,
+        )
+        report = NightlyReport(date, prices)
+        region = regions[0] if regions else None
+        report.flopp_files = compute_flopp(
+            tx, [s.workload for s in scenarios], date, region, prices=prices
+        )
+        fits = refit_if_new(tx)
+        report.refitted = None if fits is None else len(fits)
+        report.plans = replan(tx, scenarios, date, region)
+        report.changes = change_report(tx, date)
     return report

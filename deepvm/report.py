@@ -4,8 +4,12 @@ the Prefect artifacts and `deepvm nightly`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from deepvm.pipeline import PriceRefresh
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -39,9 +43,17 @@ def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str
     return "\n\n".join(parts)
 
 
-def change_report_markdown(changes: pd.DataFrame, *, stale: bool = False) -> str:
+def change_report_markdown(
+    changes: pd.DataFrame, *, stale: bool = False, prices: PriceRefresh | None = None
+) -> str:
+    """The night's changes; ``prices`` (the refresh) names a failed source and why."""
     lines = ["# deepvm nightly: change report"]
-    if stale:
+    if prices is not None and prices.failed:
+        lines.append(
+            f"**Prices are stale**: the price source `{prices.source}` was unreachable "
+            f"({prices.error}); planned on the snapshot of {prices.fallback_from}."
+        )
+    elif stale or (prices is not None and prices.stale):
         lines.append("**Prices are stale**: the price source failed; the last snapshot was used.")
     if changes.empty:
         lines.append("No job was planned.")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from deepvm.errors import OutputError
 from deepvm.fitting import Fit, fits_frame
 from deepvm.planner.api import RecommendResult
-from deepvm.store import Store
+from deepvm.store import Store, StoreLike
 
 
 def today_utc() -> str:
@@ -22,10 +22,6 @@ def today_utc() -> str:
 
 def default_scenario(result: RecommendResult) -> str:
     return f"{result.workload}-{result.objective}-b{result.budget:g}"
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-") or "scenario"
 
 
 def recommendations_frame(
@@ -48,7 +44,7 @@ def recommendations_frame(
 
 def write_recommendations(
     result: RecommendResult,
-    store_uri: str | os.PathLike[str],
+    store_uri: StoreLike,
     *,
     scenario: str | None = None,
     snapshot_date: str | None = None,
@@ -56,7 +52,7 @@ def write_recommendations(
     """Write one recommend run as ``recommendations/snapshot_date=D/part-<scenario>``;
     the same scenario on the same date replaces its rows, others stay. Returns the
     file and the rows written."""
-    name = _safe(scenario or default_scenario(result))
+    name = scenario or default_scenario(result)
     now = dt.datetime.now(dt.UTC)
     df = recommendations_frame(result, scenario=name, run_id=uuid.uuid4().hex, created_at=now)
     store = Store.open(store_uri)
@@ -66,11 +62,11 @@ def write_recommendations(
 
 def write_flopp(
     df: pd.DataFrame,
-    store_uri: str | os.PathLike[str],
+    store_uri: StoreLike,
     snapshot: str,
     snapshot_date: str | None = None,
 ) -> Path:
-    workload = _safe(str(df["workload"].iloc[0])) if len(df) else "empty"
+    workload = str(df["workload"].iloc[0]) if len(df) else "empty"
     return Store.open(store_uri).write(
         "flopp", df, partition=snapshot_date or today_utc(), name=workload
     )
@@ -79,32 +75,34 @@ def write_flopp(
 def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write a single Parquet file atomically (temporary name in the same folder)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         df.to_parquet(tmp, index=False)
         os.replace(tmp, target)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
 
 
-def write_benchmarks(df: pd.DataFrame, store_uri: str | os.PathLike[str]) -> Path:
+def write_benchmarks(df: pd.DataFrame, store_uri: StoreLike) -> Path:
     """One file per machine and day; re-measuring a workload replaces its row."""
-    name = _safe(str(df["instance_type"].iloc[0]))
+    name = str(df["instance_type"].iloc[0])
     return Store.open(store_uri).upsert(
         "benchmarks", df, partition=today_utc(), name=name, key=["workload"]
     )
 
 
-def write_scaling(df: pd.DataFrame, store_uri: str | os.PathLike[str]) -> Path:
-    name = _safe(f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}")
+def write_scaling(df: pd.DataFrame, store_uri: StoreLike) -> Path:
+    name = f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}"
     return Store.open(store_uri).upsert(
         "scaling", df, partition=today_utc(), name=name, key=["n_nodes"]
     )
 
 
-def write_fits(fits: Sequence[Fit], store_uri: str | os.PathLike[str]) -> Path:
+def write_fits(fits: Sequence[Fit], store_uri: StoreLike) -> Path:
     """``overhead_models`` rows of today; a refit of a group replaces its rows."""
     df = fits_frame(fits)
     return Store.open(store_uri).upsert(

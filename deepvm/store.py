@@ -1,10 +1,14 @@
 """The Parquet store (DESIGN §3): one hive-partitioned dataset per table.
 
 Layout: ``<root>/<table>/<partition>=<value>/part-<name>.parquet``. Each file
-carries its table's explicit schema and ``schema_version`` in its metadata.
-Writes are atomic per file (temporary name, then rename), and writing the same
-(table, partition, name) again replaces that file, so re-running a stage never
-duplicates rows and never touches other partitions or other writers' files.
+carries its table's explicit schema and ``schema_version`` in its metadata, and
+the writer's name (a scenario, an instance type) that its file name was made
+from. Every write is staged outside the table folders, under a name no reader's
+glob matches, and published by rename: a file is whole or absent, and a
+:meth:`Store.transaction` (the nightly run's date) is published whole or not at
+all. Writing the same (table, partition, name) again replaces that file, so
+re-running a stage never duplicates rows and never touches other partitions or
+other writers' files.
 Read with pandas, polars or DuckDB as-is::
 
     duckdb.sql("select * from 'store/recommendations/**/*.parquet'")
@@ -12,14 +16,27 @@ Read with pandas, polars or DuckDB as-is::
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import json
 import os
 import re
+import shutil
+import tempfile
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deepvm.errors import InputError, ParameterError, StoreError
 
 SCHEMA_VERSION = "1"
 ENV_STORE = "DEEPVM_STORE"
@@ -205,16 +222,63 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
     ),
 }
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Names that become file names: what a writer names its file (a scenario, an
+# instance type, a workload, a price source), made file-safe.
+MAX_NAME_LENGTH = 120
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# Work in progress lives here, outside every table folder, under names that no
+# reader's glob (``**/*.parquet``) matches; see docs/ARCHITECTURE.md "The store".
+STAGING_DIR = ".deepvm-staging"
+_PUBLISH = "PUBLISH.json"
+_LOCK = "lock"
+_NAME_KEY = b"deepvm_name"
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def file_safe(name: str) -> str:
+    """``name`` as a file name part (``a b`` and ``a/b`` both give ``a_b``: the
+    store refuses the second of two names that collide, see :meth:`Store.write`)."""
+    return _UNSAFE.sub("_", name).strip("._-") or "unnamed"
+
+
+def check_name(name: str, what: str) -> str:
+    """A name that becomes a file name: not empty, not over-long."""
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{what} name {name!r} must be a non-empty string")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InputError(
+            f"{what} name {name[:40]!r}... is {len(name)} characters long; "
+            f"use at most {MAX_NAME_LENGTH}"
+        )
+    return name
+
+
+def check_date(value: str, what: str = "date") -> str:
+    """A YYYY-MM-DD date (a partition value; anything else would sort wrongly)."""
+    if isinstance(value, str) and _DATE.match(value):
+        try:
+            dt.date.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    raise ParameterError(what, value, "must be a date as YYYY-MM-DD, e.g. 2026-12-03")
 
 
 def store_root(uri: str | os.PathLike[str] | None = None) -> Path:
     """The store's root folder: ``uri``, else $DEEPVM_STORE, else ./deepvm-store."""
-    value = os.fspath(uri) if uri is not None else os.environ.get(ENV_STORE, DEFAULT_STORE)
+    value = os.fspath(uri) if uri is not None else os.environ.get(ENV_STORE) or DEFAULT_STORE
     if value.startswith("file://"):
         value = value[len("file://") :]
     elif "://" in value:
-        raise ValueError(f"store {value!r}: only local paths and file:// URIs are supported")
+        scheme = value.split("://", 1)[0]
+        raise StoreError(
+            f"store {value!r}: the {scheme}:// scheme is not supported; "
+            "use a local folder or a file:// URI"
+        )
+    if not value.strip():
+        raise StoreError("store path is empty: give a folder, e.g. --store ./deepvm-store")
     return Path(value)
 
 
@@ -229,91 +293,328 @@ def to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
     return arrow.replace_schema_metadata({"schema_version": SCHEMA_VERSION, "table": table})
 
 
+def _os_error(exc: OSError, path: Path, doing: str) -> StoreError:
+    """An OS failure while using the store as one line that says what to do."""
+    if exc.errno in _DISK_FULL:
+        return StoreError(
+            f"no space left on the device while {doing} {str(path)!r}: free space "
+            "there or use another --store; nothing was published"
+        )
+    if exc.errno in _READ_ONLY:
+        return StoreError(
+            f"store {str(path)!r} is not writable ({exc.strerror}): fix its "
+            "permissions or use another --store"
+        )
+    return StoreError(f"{doing} {str(path)!r} failed: {exc.strerror or exc}")
+
+
+class _Transaction:
+    """Files staged by one writer, published together (see Store.transaction)."""
+
+    def __init__(self, folder: Path, lock: IO[bytes]) -> None:
+        self.folder = folder
+        self.lock = lock
+        self.staged: dict[str, tuple[Path, str]] = {}  # final rel path -> (staged file, name)
+
+
 @dataclass(frozen=True)
 class Store:
+    """A store rooted at a local folder. Inside :meth:`transaction`, writes are
+    staged and reads see them; they are published when the block ends."""
+
     root: Path
+    _tx: _Transaction | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def open(cls, uri: str | os.PathLike[str] | None = None) -> Store:
-        return cls(store_root(uri))
+    def open(cls, uri: StoreLike | None = None) -> Store:
+        """A store by URI (a Store is returned as it is, so that stages run inside
+        a caller's transaction). Raises StoreError when the path cannot be a store."""
+        if isinstance(uri, Store):
+            return uri
+        store = cls(store_root(uri))
+        store._check_path()
+        return store
+
+    # --- checks -------------------------------------------------------------------
+
+    def _check_path(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(
+                f"store {str(self.root)!r} is a file, not a folder: give a folder with --store"
+            )
+        above = self.root.parent
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if above.exists() and not above.is_dir():
+            raise StoreError(
+                f"store {str(self.root)!r} is under {str(above)!r}, which is a file: "
+                "give a folder with --store"
+            )
+
+    def ensure_writable(self) -> Store:
+        """Check, before any work, that writes can land here; creates nothing."""
+        self._check_path()
+        target = self.root
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"store {str(self.root)!r} is not writable ({str(target)!r} is read-only): "
+                "fix its permissions or use another --store"
+            )
+        if target == self.root:  # root bypasses permission bits: try for real
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".deepvm-probe-", suffix=".partial", dir=target)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise _os_error(exc, self.root, "writing to") from None
+        return self
+
+    # --- layout -------------------------------------------------------------------
 
     def partition_dir(self, table: str, value: str | None) -> Path:
         column, _ = TABLES[table]
         base = self.root / table
         return base if column is None else base / f"{column}={value}"
 
+    def _rel(self, table: str, partition: str | None, name: str) -> str:
+        return str(
+            (self.partition_dir(table, partition) / f"part-{file_safe(name)}.parquet").relative_to(
+                self.root
+            )
+        )
+
+    def _files(self, table: str) -> dict[str, Path]:
+        """rel path -> file for every data file of the table, staged ones overlaid."""
+        folder = self.root / table
+        files = (
+            {str(p.relative_to(self.root)): p for p in folder.rglob("part-*.parquet")}
+            if folder.is_dir()
+            else {}
+        )
+        if self._tx is not None:
+            prefix = f"{table}{os.sep}"
+            files.update(
+                {rel: path for rel, (path, _) in self._tx.staged.items() if rel.startswith(prefix)}
+            )
+        return files
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """Stage every write made through the yielded store; publish them all when
+        the block ends without an error, drop them all when it raises. A writer
+        killed while staging leaves nothing a reader sees; one killed while
+        publishing is rolled forward by the next writer (its journal lists the
+        renames)."""
+        if self._tx is not None:  # nested: part of the enclosing transaction
+            yield self
+            return
+        self.ensure_writable()
+        self.recover()
+        staging = self.root / STAGING_DIR / f"{uuid.uuid4().hex}"
+        try:
+            staging.mkdir(parents=True)
+            lock = open(staging / _LOCK, "wb")  # noqa: SIM115 - held for the whole block
+        except OSError as exc:
+            raise _os_error(exc, self.root, "writing to") from None
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tx = _Transaction(staging, lock)
+        try:
+            yield replace(self, _tx=tx)
+            self._publish(tx)
+        finally:
+            lock.close()
+            shutil.rmtree(staging, ignore_errors=True)
+            self._remove_empty_staging()
+
+    def _publish(self, tx: _Transaction) -> None:
+        if not tx.staged:
+            return
+        journal = [(str(path), rel) for rel, (path, _) in tx.staged.items()]
+        try:
+            with open(tx.folder / _PUBLISH, "w") as f:
+                json.dump(journal, f)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise _os_error(exc, self.root, "publishing to") from None
+        _apply(self.root, journal)
+
+    def recover(self) -> None:
+        """Finish publications a killed writer left half done; drop the staging
+        folders of dead writers; remove temporaries older versions left in the
+        table folders. Live writers (their lock held) are left alone."""
+        staging = self.root / STAGING_DIR
+        if staging.is_dir():
+            for folder in staging.iterdir():
+                if not folder.is_dir():
+                    continue
+                try:
+                    lock = open(folder / _LOCK, "ab")  # noqa: SIM115
+                except OSError:
+                    continue
+                with lock:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        continue  # a live writer
+                    journal = folder / _PUBLISH
+                    if journal.exists():
+                        _apply(self.root, json.loads(journal.read_text()))
+                    shutil.rmtree(folder, ignore_errors=True)
+            self._remove_empty_staging()
+        for pattern in ("*/.tmp-*.parquet", "*/*/.tmp-*.parquet"):  # deepvm <= 0.1 leftovers
+            for leftover in self.root.glob(pattern):
+                leftover.unlink(missing_ok=True)
+
+    def _remove_empty_staging(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.root / STAGING_DIR).rmdir()
+
+    # --- writing ------------------------------------------------------------------
+
     def write(
         self, table: str, df: pd.DataFrame, *, partition: str | None, name: str = "0"
     ) -> Path:
-        """Write ``df`` as ``part-<name>.parquet`` of the partition, atomically,
-        replacing a file of the same name. Validates everything before writing."""
-        import pyarrow.parquet as pq
-
+        """Write ``df`` as the partition's file for ``name`` (made file-safe),
+        replacing that writer's earlier file; whole or not at all. Two different
+        names that map to one file are refused, naming both. Returns the path
+        the file has once published."""
+        if self._tx is None:
+            with self.transaction() as tx:
+                return tx.write(table, df, partition=partition, name=name)
         column, _ = TABLES[table]
         if (column is None) != (partition is None):
             raise ValueError(
                 f"table {table!r} partition must be {'None' if column is None else column}"
             )
-        if not _SAFE_NAME.match(name) or (
-            partition is not None and not _SAFE_NAME.match(partition)
-        ):
-            raise ValueError(f"unsafe partition or file name: {partition!r}, {name!r}")
+        if partition is not None:
+            check_date(partition, column or "partition")
+        check_name(name, table)
         arrow = to_arrow(table, df)  # fails before anything touches the disk
-        folder = self.partition_dir(table, partition)
-        folder.mkdir(parents=True, exist_ok=True)
-        final = folder / f"part-{name}.parquet"
-        # A leading dot keeps readers' globs (*.parquet) and DuckDB off the temp file.
-        tmp = folder / f".tmp-{uuid.uuid4().hex}.parquet"
+        rel = self._rel(table, partition, name)
+        self._check_collision(rel, name)
+        arrow = arrow.replace_schema_metadata(
+            {**(arrow.schema.metadata or {}), _NAME_KEY: name.encode()}
+        )
+        staged = self._tx.folder / f"{len(self._tx.staged)}-{file_safe(name)}.parquet.partial"
         try:
-            pq.write_table(arrow, tmp)
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return final
+            pq.write_table(arrow, staged)
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            raise _os_error(exc, self.root, "writing to") from None
+        self._tx.staged[rel] = (staged, name)
+        return self.root / rel
+
+    def _check_collision(self, rel: str, name: str) -> None:
+        assert self._tx is not None
+        other: str | None = None
+        if rel in self._tx.staged:
+            other = self._tx.staged[rel][1]
+        elif (self.root / rel).exists():
+            with contextlib.suppress(Exception):  # an unreadable file is replaced, not read
+                meta = pq.read_schema(self.root / rel).metadata or {}
+                other = meta[_NAME_KEY].decode() if _NAME_KEY in meta else None
+        if other is not None and other != name:
+            raise InputError(
+                f"names {other!r} and {name!r} map to the same store file {rel!r}; "
+                "rename one of them (letters, digits, '.', '_' and '-' are kept as they are)"
+            )
 
     def upsert(
         self, table: str, df: pd.DataFrame, *, partition: str | None, name: str, key: list[str]
     ) -> Path:
         """Like write, but rows of the existing file whose ``key`` the new rows do
         not carry are kept: a re-run replaces what it measured again, nothing else."""
-        import pyarrow.parquet as pq
-
-        path = self.partition_dir(table, partition) / f"part-{name}.parquet"
-        if path.exists():
-            old = pq.read_table(path).to_pandas()
+        rel = self._rel(table, partition, name)
+        current = self._files(table).get(rel)
+        if current is not None:
+            old = self._read_file(table, current)
             new_keys = set(map(tuple, df[key].astype(str).to_numpy()))
             keep = [tuple(row) not in new_keys for row in old[key].astype(str).to_numpy()]
-            df = pd.concat([old[keep], df], ignore_index=True) if any(keep) else df
+            kept = old[keep]
+            df = pd.concat([kept, df], ignore_index=True) if len(kept) else df
         return self.write(table, df, partition=partition, name=name)
+
+    # --- reading ------------------------------------------------------------------
 
     def has(self, table: str) -> bool:
         """Whether anything was written to ``table`` (without reading it)."""
-        folder = self.root / table
-        return folder.exists() and next(folder.rglob("part-*.parquet"), None) is not None
+        return bool(self._files(table))
+
+    def _read_file(self, table: str, path: Path) -> pa.Table:
+        """One file, checked: readable Parquet, this table's, a known schema version."""
+        _, schema = TABLES[table]
+        fix = "move it out of the store (or restore it), then re-run the stage that wrote it"
+        try:
+            data = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several kinds; all mean "not Parquet"
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreError(
+                f"store file {str(path)!r} is not a readable Parquet file ({first}): {fix}"
+            ) from None
+        meta = data.schema.metadata or {}
+        found = meta.get(b"table", b"").decode()
+        version = meta.get(b"schema_version", b"").decode()
+        if found != table or version != SCHEMA_VERSION:
+            raise StoreError(
+                f"store file {str(path)!r} is not a deepvm {table!r} file of schema version "
+                f"{SCHEMA_VERSION} (found table {found or 'none'!r}, version "
+                f"{version or 'none'!r}): {fix}"
+            )
+        columns = []
+        for f in schema:
+            if f.name in data.column_names:
+                try:
+                    columns.append(data.column(f.name).cast(f.type))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise StoreError(
+                        f"store file {str(path)!r}: column {f.name} is "
+                        f"{data.schema.field(f.name).type}, not {f.type}: {fix}"
+                    ) from None
+            else:  # a column added after the file was written
+                columns.append(pa.nulls(len(data), f.type))
+        return pa.Table.from_arrays(columns, schema=schema).to_pandas()
 
     def read(self, table: str) -> pd.DataFrame:
         """All partitions of a table as one DataFrame, the partition column included
-        (as a string). Empty, with the schema's columns, when nothing was written."""
-        import pyarrow.dataset as ds
-
+        (as a string). Empty, with the schema's columns, when nothing was written.
+        A file that is not this table's names itself in the StoreError raised."""
         column, schema = TABLES[table]
-        folder = self.root / table
-        files = sorted(str(p) for p in folder.rglob("part-*.parquet")) if folder.exists() else []
-        if not files:
+        files = self._files(table)
+        frames = []
+        for rel in sorted(files):
+            part = self._read_file(table, files[rel])
+            if column is not None:
+                part[column] = Path(rel).parent.name.split("=", 1)[1]
+            frames.append(part)
+        frames = [f for f in frames if len(f)]
+        if not frames:
             empty = schema.empty_table().to_pandas()
             if column is not None:
-                empty[column] = pd.Series(dtype="string")
+                empty[column] = pd.Series(dtype="object")
             return empty
-        partitioning = (
-            ds.partitioning(pa.schema([(column, pa.string())]), flavor="hive") if column else None
-        )
-        dataset = ds.dataset(
-            files,
-            schema=schema.append(pa.field(column, pa.string())) if column else schema,
-            partitioning=partitioning,
-            partition_base_dir=str(folder),
-        )
-        return dataset.to_table().to_pandas()
+        out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return out.reset_index(drop=True)
+
+
+StoreLike = str | os.PathLike[str] | Store
+
+
+def _apply(root: Path, journal: list[tuple[str, str]]) -> None:
+    """The renames of a publication; each one atomic, the whole list idempotent."""
+    for staged, rel in journal:
+        final = root / rel
+        if not Path(staged).exists():
+            continue  # already moved (a roll-forward after a kill)
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, final)
+        except OSError as exc:
+            raise _os_error(exc, final, "publishing") from None
 
 
 TABLE_DOCS = {

@@ -6,9 +6,11 @@ light so the planner and the CLI can validate ``--workload`` without torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from enum import StrEnum
 
-from deepvm.errors import InputError, UnknownWorkloadError
+from deepvm.errors import ParameterError, UnknownWorkloadError
 
 # Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
 CHECKPOINT_BYTES_PER_PARAM = 12
@@ -49,6 +51,10 @@ WORKLOADS: dict[str, Workload] = {
 
 DEFAULT_WORKLOAD = "resnet50"
 
+# The sample workloads as a vocabulary: a typo is an error, and forms (the
+# Prefect UI) offer the names as choices.
+WorkloadName = StrEnum("WorkloadName", {name: name for name in WORKLOADS})  # type: ignore[misc]
+
 
 def training_work(
     workload: str,
@@ -61,16 +67,22 @@ def training_work(
     workload's FLOPs per sample. None when neither is given."""
     if work_flops is not None:
         if epochs is not None or dataset_size is not None:
-            raise InputError("give the work either as --work or as --epochs and --dataset-size")
-        if not work_flops > 0 or work_flops == float("inf"):
-            raise InputError(f"--work {work_flops:g} must be a positive number of FLOPs")
+            raise ParameterError(
+                "work_flops",
+                work_flops,
+                "is given: give the work either this way or as epochs and dataset size, not both",
+            )
+        if not 0 < work_flops < math.inf:
+            raise ParameterError("work_flops", work_flops, "must be a positive number of FLOPs")
         return float(work_flops)
     if epochs is None and dataset_size is None:
         return None
     if epochs is None or dataset_size is None:
-        raise InputError("--epochs and --dataset-size go together")
-    if not (epochs > 0 and dataset_size > 0):
-        raise InputError("--epochs and --dataset-size must be positive")
+        missing = "epochs" if epochs is None else "dataset_size"
+        raise ParameterError(missing, None, "is missing: epochs and dataset size go together")
+    for param, value in (("epochs", epochs), ("dataset_size", dataset_size)):
+        if not 0 < value < math.inf:
+            raise ParameterError(param, value, "must be a positive number")
     return epochs * dataset_size * get_workload(workload).train_flops_per_sample
 
 

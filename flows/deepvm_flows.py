@@ -9,23 +9,50 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
 from typing import Annotated, Any, Literal, cast
 
 import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from deepvm import pipeline
+from deepvm.errors import ParameterError
+from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, recommendations_markdown
 from deepvm.scenarios import Scenario
-from deepvm.store import Store, store_root
+from deepvm.store import Store, StoreLike, store_root
+from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
 
 StoreUri = Annotated[
     str | None,
     Field(description="store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker"),
 ]
 Objective = Literal["throughput", "paper", "goodput", "cost"]
+# The choices the UI's form offers for policies.
+PolicyName = StrEnum("PolicyName", {p: p for p in ("all", *POLICIES)})  # type: ignore[misc]
+DateText = Annotated[
+    str | None,
+    Field(
+        pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="snapshot date, YYYY-MM-DD (default: today, UTC)",
+    ),
+]
+PETA = 1e15
+DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
+ALL_POLICIES = PolicyName("all")
+
+# The library's parameter names as these flows call them (errors name the field).
+FLOW_NAMES = {
+    "work_flops": "total_work",
+    "deadline_h": "deadline_hours",
+    "snapshot_date": "snapshot_date",
+    "timeout_s": "price_timeout_s",
+}
 
 
 def _store(store: str | None) -> str:
@@ -38,46 +65,71 @@ def _artifact_key(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
 
 
+@contextmanager
+def _flow_names() -> Iterator[None]:
+    """Parameter errors name the flow's field (deadline_hours), not a CLI flag."""
+    try:
+        yield
+    except ParameterError as exc:
+        raise ValueError(exc.render(FLOW_NAMES)) from None
+
+
 # --- tasks: one library call each --------------------------------------------------
 
 
-@task(name="refresh-prices")
+# Tasks take a store path or the nightly's open transaction (a live handle, so
+# their results are not cached by input).
+
+
+@task(name="refresh-prices", cache_policy=NO_CACHE)
 def refresh_prices_task(
-    store: str, source: str, snapshot_date: str | None, regions: list[str] | None = None
+    store: StoreLike,
+    source: str,
+    snapshot_date: str | None,
+    regions: list[str] | None = None,
+    timeout_s: float = pipeline.DEFAULT_PRICE_TIMEOUT_S,
 ) -> pipeline.PriceRefresh:
     # The library retries the source with backoff and falls back to the last snapshot.
-    return pipeline.refresh_prices(store, source, snapshot_date=snapshot_date, regions=regions)
+    return pipeline.refresh_prices(
+        store, source, snapshot_date=snapshot_date, regions=regions, timeout_s=timeout_s
+    )
 
 
-@task(name="compute-flopp")
+@task(name="compute-flopp", cache_policy=NO_CACHE)
 def compute_flopp_task(
-    store: str, workloads: list[str], snapshot_date: str | None, region: str | None = None
+    store: StoreLike,
+    workloads: list[str],
+    snapshot_date: str | None,
+    region: str | None = None,
+    prices: pipeline.PriceRefresh | None = None,
 ) -> list[str]:
-    return [str(p) for p in pipeline.compute_flopp(store, workloads, snapshot_date, region)]
+    files = pipeline.compute_flopp(store, workloads, snapshot_date, region, prices=prices)
+    return [str(p) for p in files]
 
 
-@task(name="refit-overhead")
-def refit_task(store: str) -> int | None:
+@task(name="refit-overhead", cache_policy=NO_CACHE)
+def refit_task(store: StoreLike) -> int | None:
     fits = pipeline.refit_if_new(store)
     return None if fits is None else len(fits)
 
 
-@task(name="replan")
+@task(name="replan", cache_policy=NO_CACHE)
 def replan_task(
-    store: str, scenarios_path: str | None, snapshot_date: str | None, region: str | None = None
+    store: StoreLike,
+    jobs: list[Scenario],
+    snapshot_date: str | None,
+    region: str | None = None,
 ) -> list[pipeline.PlanOutcome]:
-    from deepvm.scenarios import load_scenarios
-
-    return pipeline.replan(store, load_scenarios(scenarios_path), snapshot_date, region)
+    return pipeline.replan(store, jobs, snapshot_date, region)
 
 
-@task(name="plan-job")
-def plan_job_task(store: str, job: Scenario) -> pipeline.PlanOutcome:
+@task(name="plan-job", cache_policy=NO_CACHE)
+def plan_job_task(store: StoreLike, job: Scenario) -> pipeline.PlanOutcome:
     return pipeline.replan(store, [job])[0]
 
 
-@task(name="change-report")
-def change_report_task(store: str, snapshot_date: str | None) -> pd.DataFrame:
+@task(name="change-report", cache_policy=NO_CACHE)
+def change_report_task(store: StoreLike, snapshot_date: str | None) -> pd.DataFrame:
     return pipeline.change_report(store, snapshot_date)
 
 
@@ -86,13 +138,19 @@ def change_report_task(store: str, snapshot_date: str | None) -> pd.DataFrame:
 
 @flow(name="refresh-prices", log_prints=True)
 def refresh_prices(
-    source: str = "snapshot",
+    source: Annotated[
+        str, Field(description="snapshot, aws, azure, skypilot, or a catalog file path")
+    ] = "snapshot",
     store: StoreUri = None,
-    snapshot_date: str | None = None,
-    regions: list[str] | None = None,
+    snapshot_date: DateText = None,
+    regions: Annotated[list[str] | None, Field(description="regions to fetch (aws, azure)")] = None,
+    price_timeout_s: Annotated[
+        float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
+    ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
 ) -> dict[str, object]:
     """Fetch current prices into the store (stale fallback if the source fails)."""
-    result = refresh_prices_task(_store(store), source, snapshot_date, regions)
+    with _flow_names():
+        result = refresh_prices_task(_store(store), source, snapshot_date, regions, price_timeout_s)
     logger = get_run_logger()
     if result.stale:
         logger.warning(
@@ -108,37 +166,85 @@ def refresh_prices(
 
 @flow(name="recommend", log_prints=True)
 def recommend(
-    budget: Annotated[float, Field(gt=0, description="USD per hour for the whole cluster")] = 3.0,
-    workload: str = "resnet50",
-    checkpoint_gb: Annotated[float | None, Field(ge=0)] = None,
-    objective: Objective = "throughput",
-    policies: list[str] = ["all"],  # noqa: B006 - Prefect renders the default in the form
-    top: Annotated[int, Field(ge=1, le=20)] = 3,
-    total_work: Annotated[
-        float | None, Field(gt=0, description="training FLOPs (objective cost needs it)")
+    budget: Annotated[
+        float, Field(gt=0, allow_inf_nan=False, description="USD per hour for the whole cluster")
+    ] = 3.0,
+    workload: Annotated[
+        WorkloadName, Field(description="the sample workload to plan for")
+    ] = DEFAULT_WORKLOAD_CHOICE,
+    checkpoint_gb: Annotated[
+        float | None,
+        Field(ge=0, allow_inf_nan=False, description="checkpoint size, GB (default: the model's)"),
+    ] = None,
+    objective: Annotated[
+        Objective,
+        Field(description="throughput, paper, goodput, or cost (cost needs the work)"),
+    ] = "throughput",
+    policies: Annotated[
+        list[PolicyName], Field(min_length=1, description="policies to show side by side")
+    ] = [ALL_POLICIES],  # noqa: B006 - Prefect renders the default in the form
+    top: Annotated[int, Field(ge=1, le=20, description="clusters per optimised policy")] = 3,
+    work_pflop: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            allow_inf_nan=False,
+            description="training work in PFLOP (1 PFLOP = 1e15 FLOP), e.g. 2000 for 2e18 FLOPs",
+        ),
+    ] = None,
+    epochs: Annotated[
+        float | None,
+        Field(gt=0, allow_inf_nan=False, description="or: epochs (with dataset_size)"),
+    ] = None,
+    dataset_size: Annotated[
+        float | None,
+        Field(gt=0, allow_inf_nan=False, description="samples per epoch (with epochs)"),
     ] = None,
     deadline_hours: Annotated[
-        float | None, Field(gt=0, description="objective cost: bound on the expected makespan")
+        float | None,
+        Field(
+            gt=0,
+            allow_inf_nan=False,
+            description="objective cost: bound on the expected makespan, hours",
+        ),
     ] = None,
-    scenario: str | None = None,
+    scenario: Annotated[
+        str | None, Field(max_length=120, description="job name in the store")
+    ] = None,
     store: StoreUri = None,
+    total_work: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            allow_inf_nan=False,
+            description="training FLOPs, for API callers (in the form, use work_pflop)",
+        ),
+    ] = None,
 ) -> list[dict[str, object]]:
     """One job, planned on the store's newest prices (or the shipped snapshot)."""
     uri = _store(store)
-    job = Scenario(
-        name=scenario or f"ui-{workload}-{objective}-b{budget:g}",
-        workload=workload,
-        budget=budget,
-        checkpoint_gb=checkpoint_gb,
-        objective=objective,
-        policies=tuple(policies),
-        top=top,
-        deadline_hours=deadline_hours,
-        total_work=total_work,
-    )
-    if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
-        refresh_prices_task(uri, "snapshot", None)
-    outcome = plan_job_task(uri, job)
+    with _flow_names():
+        if work_pflop is not None:
+            if total_work is not None:
+                raise ParameterError("work_pflop", work_pflop, "and total_work: give one")
+            total_work = work_pflop * PETA
+        work = training_work(
+            str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
+        )
+        job = Scenario(
+            name=scenario or f"ui-{workload}-{objective}-b{budget:g}",
+            workload=str(workload),
+            budget=budget,
+            checkpoint_gb=checkpoint_gb,
+            objective=objective,
+            policies=tuple(str(p) for p in policies),
+            top=top,
+            deadline_hours=deadline_hours,
+            total_work=work,
+        )
+        if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
+            refresh_prices_task(uri, "snapshot", None)
+        outcome = plan_job_task(uri, job)
     if outcome.error:
         raise RuntimeError(outcome.error)
     assert outcome.recommendations is not None
@@ -155,16 +261,23 @@ def recommend(
 
 @flow(name="benchmark", log_prints=True)
 def benchmark(
-    workloads: list[str] = ["resnet50"],  # noqa: B006
-    instance_type: str | None = None,
+    workloads: Annotated[
+        list[WorkloadName], Field(min_length=1, description="sample workloads to measure")
+    ] = [DEFAULT_WORKLOAD_CHOICE],  # noqa: B006
+    instance_type: Annotated[
+        str | None,
+        Field(max_length=120, description="record as this type (default: cloud metadata)"),
+    ] = None,
     store: StoreUri = None,
 ) -> list[dict[str, object]]:
     """Measure the machine this flow runs on (its work pool's worker)."""
     from deepvm.bench.run import benchmark_frame, identify, run_benchmarks
     from deepvm.results import write_benchmarks
 
+    Store.open(_store(store)).ensure_writable()  # before minutes of measuring
     hardware = identify(instance_type)
-    results = task(name="run-benchmarks")(run_benchmarks)(workloads, progress=False)
+    names = [str(w) for w in workloads]
+    results = task(name="run-benchmarks")(run_benchmarks)(names, progress=False)
     frame = benchmark_frame(results, hardware)
     write_benchmarks(frame, _store(store))
     return frame.to_dict("records")
@@ -181,36 +294,47 @@ def nightly(
     scenarios_path: Annotated[
         str | None, Field(description="registered jobs (TOML); default: the shipped file")
     ] = None,
-    price_source: str = "snapshot",
-    price_regions: list[str] | None = None,
-    snapshot_date: str | None = None,
+    price_source: Annotated[
+        str, Field(description="snapshot, aws, azure, skypilot, or a catalog file path")
+    ] = "snapshot",
+    price_regions: Annotated[
+        list[str] | None, Field(description="regions to fetch; the first is planned in")
+    ] = None,
+    snapshot_date: DateText = None,
+    price_timeout_s: Annotated[
+        float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
+    ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
-    registered job -> change report (artifact)."""
+    registered job -> change report (artifact). Every table's rows are staged and
+    published together when all tasks succeeded: a failed night changes nothing."""
     from deepvm.scenarios import load_scenarios
 
     logger = get_run_logger()
     uri = _store(store)
     date = snapshot_date or pipeline.today()
-    jobs = load_scenarios(scenarios_path)  # validate before touching the store
-    prices = refresh_prices_task(uri, price_source, date, price_regions)
-    if prices.stale:
-        logger.warning(
-            "prices are STALE (%s); re-planning on %s's snapshot",
-            prices.error,
-            prices.fallback_from,
-        )
-    region = price_regions[0] if price_regions else None
-    compute_flopp_task(uri, [j.workload for j in jobs], date, region)
-    refitted = refit_task(uri)
-    plans = replan_task(uri, scenarios_path, date, region)
+    with _flow_names():
+        jobs = load_scenarios(scenarios_path)  # validate before touching the store
+        with Store.open(uri).transaction() as tx:
+            prices = refresh_prices_task(tx, price_source, date, price_regions, price_timeout_s)
+            if prices.failed:
+                logger.warning(
+                    "price source %s UNREACHABLE (%s); re-planning on %s's snapshot (stale)",
+                    prices.source,
+                    prices.error,
+                    prices.fallback_from,
+                )
+            region = price_regions[0] if price_regions else None
+            compute_flopp_task(tx, [j.workload for j in jobs], date, region, prices)
+            refitted = refit_task(tx)
+            plans = replan_task(tx, jobs, date, region)
+            changes = cast(pd.DataFrame, change_report_task(tx, date))
     for p in plans:
         if p.error:
             logger.error("job %s not planned: %s", p.scenario, p.error)
-    changes = cast(pd.DataFrame, change_report_task(uri, date))
     create_markdown_artifact(
         key="deepvm-nightly-changes",
-        markdown=change_report_markdown(changes, stale=prices.stale),
+        markdown=change_report_markdown(changes, prices=prices),
         description=f"deepvm nightly {date}",
     )
     logger.info(
@@ -222,6 +346,7 @@ def nightly(
     return {
         "snapshot_date": date,
         "stale_prices": prices.stale,
+        "price_error": prices.error,
         "refitted": refitted,
         "planned": [p.scenario for p in plans if p.error is None],
         "failed": {p.scenario: p.error for p in plans if p.error},

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
+from deepvm.catalog.http import request_timeout_s
 from deepvm.catalog.sources import INSTANCE_COLUMNS, PriceData
 from deepvm.errors import InputError
 
@@ -56,9 +57,16 @@ def quota_group(instance_type: str) -> str:
 def _client(service: str, region: str) -> Any:
     try:
         import boto3
+        from botocore.config import Config
     except ImportError:
         raise InputError("--source aws needs boto3: pip install 'deepvm[aws]'") from None
-    return boto3.client(service, region_name=region)
+    # One attempt per call within the fetch's deadline: the caller retries the
+    # whole fetch on transient failures (deepvm.catalog.http).
+    timeout = request_timeout_s()
+    config = Config(
+        connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1}
+    )
+    return boto3.client(service, region_name=region, config=config)
 
 
 def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -40,6 +41,9 @@ from deepvm.planner.policies import (
 from deepvm.quotas import Quotas, load_quotas
 from deepvm.workloads import DEFAULT_WORKLOAD, WORKLOADS
 
+if TYPE_CHECKING:
+    from deepvm.store import StoreLike
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -60,7 +64,7 @@ class Inputs:
         overhead: str | Path | None = None,
         quotas: str | Path | None = None,
         region: str | None = None,
-        store: str | Path | None = None,
+        store: StoreLike | None = None,
         saturation: str | Path | None = None,
         snapshot_date: str | None = None,
         interruptions: str | Path | None = None,
@@ -107,7 +111,7 @@ class Inputs:
 
 def _catalog(
     path: str | Path | None,
-    store: str | Path | None,
+    store: StoreLike | None,
     region: str | None,
     snapshot_date: str | None = None,
 ) -> Catalog:
