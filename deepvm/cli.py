@@ -7,14 +7,119 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
-from deepvm.errors import DeepvmError
+from deepvm.config import (
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_MAX_NODES,
+    DEFAULT_PRICE_TIMEOUT_S,
+    DEFAULT_RESTART_S,
+    DEFAULT_TIME_LIMIT_S,
+    DEFAULT_TOP,
+    DEFAULT_WORKLOAD,
+    ENV_STORE,
+)
+from deepvm.errors import DeepvmError, ParameterError
 
 EXIT_BAD_INPUT = 2
+# Caps on what one command may ask for (a request past them is a mistake, and
+# would run for hours or exhaust memory).
+MAX_SIMULATED_RUNS = 1_000_000
+MAX_NODES_CAP = 100_000
+MAX_STEPS = 100_000
+MAX_TIMEOUT_S = 3600.0
+MAX_LOCAL_RANKS = 64
+
+# The library's parameter names as the CLI spells them (errors name the flag).
+FLAG_NAMES = {
+    "work_flops": "--work",
+    "time_limit_s": "--time-limit",
+    "snapshot_date": "--date",
+    "timeout_s": "--timeout",
+}
+
+
+def flag_name(param: str) -> str:
+    return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one ``deepvm: error:`` line (exit 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_BAD_INPUT, f"deepvm: error: {message}{hint}\n")
+
+
+def number(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    integer: bool = False,
+) -> Callable[[str], float]:
+    """An argparse type: a finite number within bounds (NaN and inf refused);
+    ``integer`` accepts 1e3 but not 1.5."""
+    bounds = [
+        f"{op} {limit:,.10g}"
+        for op, limit in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+        if limit is not None
+    ]
+    kind = "a whole number" if integer else "a finite number"
+    wanted = kind + (" " + " and ".join(bounds) if bounds else "")
+
+    def parse(text: str) -> Any:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        ok = math.isfinite(value) and not (integer and value != int(value))
+        ok = ok and (gt is None or value > gt) and (ge is None or value >= ge)
+        ok = ok and (lt is None or value < lt) and (le is None or value <= le)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {wanted}")
+        return int(value) if integer else value
+
+    return parse
+
+
+def date_text(text: str) -> str:
+    """An argparse type: a YYYY-MM-DD date."""
+    from deepvm.store import check_date
+
+    try:
+        return check_date(text)
+    except DeepvmError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a date as YYYY-MM-DD, e.g. 2026-12-03"
+        ) from None
+
+
+POSITIVE = number(gt=0)
+NON_NEGATIVE = number(ge=0)
+COUNT = number(ge=1, integer=True)
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--opt -1e9`` and ``--budgets -1:3:1`` as ``--opt=-1e9``: argparse takes a
+    value that starts with '-' for an option unless it looks like a plain number."""
+    out: list[str] = []
+    for token in argv:
+        if (
+            out
+            and out[-1].startswith("--")
+            and "=" not in out[-1]
+            and re.match(r"^-(?:[\d.]|inf|nan)", token, re.IGNORECASE)
+        ):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -53,25 +158,34 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=number(gt=0, le=MAX_TIMEOUT_S),
+        default=DEFAULT_PRICE_TIMEOUT_S,
+        metavar="S",
+        help="one deadline in seconds for the whole price fetch, retries included "
+        f"(default: {DEFAULT_PRICE_TIMEOUT_S:g})",
+    )
+
+
 def _add_job(p: argparse.ArgumentParser) -> None:
-    from deepvm.planner.candidates import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES
-    from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
 
     p.add_argument(
         "--workload",
-        default="resnet50",
+        default=DEFAULT_WORKLOAD,
         help="sample workload whose throughput and scaling to plan for "
         "(default: resnet50; see `deepvm workloads`)",
     )
     p.add_argument(
         "--checkpoint-gb",
-        type=float,
+        type=NON_NEGATIVE,
         metavar="GB",
         help="checkpoint size C in GB (default: the workload's weights + Adam state)",
     )
     p.add_argument(
         "--checkpoint-versions",
-        type=int,
+        type=number(ge=1, le=1000, integer=True),
         default=DEFAULT_CHECKPOINT_VERSIONS,
         metavar="K",
         help="checkpoint versions the remote tier holds (default: 2)",
@@ -86,38 +200,40 @@ def _add_job(p: argparse.ArgumentParser) -> None:
         "with --dataset-size; optional --deadline-h) (default: throughput)",
     )
     w = p.add_argument_group("training run and preemption (objectives goodput and cost)")
-    w.add_argument("--work", type=float, metavar="FLOPS", help="total training FLOPs, e.g. 1e19")
-    w.add_argument("--epochs", type=float, help="epochs (with --dataset-size, instead of --work)")
+    w.add_argument("--work", type=POSITIVE, metavar="FLOPS", help="total training FLOPs, e.g. 1e19")
+    w.add_argument(
+        "--epochs", type=POSITIVE, help="epochs (with --dataset-size, instead of --work)"
+    )
     w.add_argument(
         "--dataset-size",
-        type=float,
+        type=POSITIVE,
         metavar="SAMPLES",
         help="samples per epoch; work = epochs x samples x the workload's FLOPs per sample",
     )
     w.add_argument(
         "--deadline-h",
-        type=float,
+        type=POSITIVE,
         metavar="HOURS",
         help="objective cost: the expected makespan must be at most this",
     )
     w.add_argument(
         "--restart-s",
-        type=float,
-        default=300.0,
+        type=NON_NEGATIVE,
+        default=DEFAULT_RESTART_S,
         metavar="S",
         help="seconds to re-acquire a preempted node before reloading the checkpoint "
-        "(default: 300)",
+        f"(default: {DEFAULT_RESTART_S:g})",
     )
     p.add_argument(
         "--max-nodes",
-        type=int,
+        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
         default=DEFAULT_MAX_NODES,
         metavar="N",
         help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
     )
     p.add_argument(
         "--time-limit",
-        type=float,
+        type=POSITIVE,
         default=DEFAULT_TIME_LIMIT_S,
         metavar="S",
         help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
@@ -126,7 +242,7 @@ def _add_job(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="deepvm",
         description="Which GPU cluster to rent for deep-learning training under an hourly "
         "budget (DeepVM, CCGrid 2024).",
@@ -143,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--budget",
-        type=float,
+        type=POSITIVE,
         required=True,
         metavar="USD_PER_HOUR",
         help="the most you pay per hour for the whole cluster",
@@ -157,10 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--top",
-        type=int,
-        default=3,
+        type=number(ge=1, le=1000, integer=True),
+        default=DEFAULT_TOP,
         metavar="K",
-        help="distinct configurations per optimised policy (default: 3)",
+        help=f"distinct configurations per optimised policy (default: {DEFAULT_TOP})",
     )
     rec.add_argument(
         "--store",
@@ -210,8 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
         "clusters next to cost-first and performance-first, for a fixed amount of work "
         "(the DeepVM paper's AWS comparison).",
     )
-    cmp_.add_argument("--budget", type=float, required=True, metavar="USD_PER_HOUR")
-    cmp_.add_argument("--top", type=int, default=3, metavar="K", help="deepvm clusters (default 3)")
+    cmp_.add_argument("--budget", type=POSITIVE, required=True, metavar="USD_PER_HOUR")
+    cmp_.add_argument(
+        "--top",
+        type=number(ge=1, le=1000, integer=True),
+        default=DEFAULT_TOP,
+        metavar="K",
+        help=f"deepvm clusters (default: {DEFAULT_TOP})",
+    )
     cmp_.add_argument("--out", metavar="FILE.parquet", help="also write the rows as Parquet")
     cmp_.add_argument("--plot", metavar="FILE.png", help="also draw makespan and price per cluster")
     cmp_.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
@@ -221,13 +343,15 @@ def build_parser() -> argparse.ArgumentParser:
     cat = sub.add_parser("catalog", help="list instance types and prices")
     cat.add_argument("--kind", choices=("all", "gpu", "cpu"), default="all")
     cat.add_argument("--match", metavar="TEXT", help="instance types whose name contains TEXT")
-    cat.add_argument("--max-price", type=float, metavar="USD", help="on-demand price at most this")
+    cat.add_argument(
+        "--max-price", type=NON_NEGATIVE, metavar="USD", help="on-demand price at most this"
+    )
     cat.add_argument("--json", action="store_true", help="print JSON")
     cat.add_argument("--catalog", metavar="FILE", help="a catalog file instead of the snapshot")
     cat.add_argument("--region")
 
     fl = sub.add_parser("flopp", help="FLOP per dollar per instance type and market")
-    fl.add_argument("--workload", default="resnet50")
+    fl.add_argument("--workload", default=DEFAULT_WORKLOAD)
     fl.add_argument("--market", choices=("all", "spot", "on_demand"), default="all")
     fl.add_argument("--json", action="store_true", help="print JSON")
     fl.add_argument(
@@ -255,14 +379,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bn.add_argument(
         "--steps",
-        type=int,
+        type=number(ge=2, le=MAX_STEPS, integer=True),
         metavar="N",
         help=f"timed steps (default: as many as fit in ~{25} s, 5 to 50)",
     )
-    bn.add_argument("--warmup", type=int, default=2, metavar="N", help="untimed steps first")
+    bn.add_argument(
+        "--warmup",
+        type=number(ge=0, le=MAX_STEPS, integer=True),
+        default=2,
+        metavar="N",
+        help="untimed steps first",
+    )
     bn.add_argument(
         "--batch-size",
-        type=int,
+        type=number(ge=1, le=1_000_000, integer=True),
         metavar="N",
         help="per-step batch (default: the workload's, per CPU or GPU)",
     )
@@ -309,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--regions", metavar="R,R", help="regions to fetch (aws, azure)")
     ref.add_argument("--skypilot-csv", metavar="PATH_OR_URL", help="a SkyPilot vms.csv")
     ref.add_argument("--store", metavar="URI")
-    ref.add_argument("--date", metavar="YYYY-MM-DD")
+    ref.add_argument("--date", type=date_text, metavar="YYYY-MM-DD")
+    _add_timeout(ref)
     ref.add_argument("--json", action="store_true")
     show = prs.add_parser("show", help="list the newest snapshot's prices")
     show.add_argument("--store", metavar="URI")
@@ -326,16 +457,20 @@ def build_parser() -> argparse.ArgumentParser:
         "expected makespan (deepvm.preemption).",
     )
     explicit = pre.add_argument_group("an explicit configuration")
-    explicit.add_argument("--n-spot", type=int, help="spot nodes in the cluster")
+    explicit.add_argument(
+        "--n-spot",
+        type=number(ge=0, le=MAX_NODES_CAP, integer=True),
+        help="spot nodes in the cluster",
+    )
     explicit.add_argument(
         "--interruption-rate",
-        type=float,
+        type=number(ge=0, lt=1),
         metavar="F",
         help="fraction of spot instances reclaimed per month, e.g. 0.05",
     )
     explicit.add_argument(
         "--checkpoint-stall-s",
-        type=float,
+        type=NON_NEGATIVE,
         help="seconds a checkpoint stalls training (default: 60, or the model's for "
         "--instance-type)",
     )
@@ -349,40 +484,63 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("single_anchor", "tiering", "on_demand", "spot_object_store"),
         default="single_anchor",
     )
-    config.add_argument("--n-workers", type=int, metavar="N", help="GPU nodes (default: 8)")
-    config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
-    config.add_argument("--n-remote", type=int, default=1, metavar="M", help="tiering: nodes")
-    config.add_argument("--workload", default="resnet50")
-    config.add_argument("--checkpoint-gb", type=float, metavar="GB")
-    config.add_argument("--checkpoint-versions", type=int, default=2, metavar="K")
     config.add_argument(
-        "--work", type=float, metavar="FLOPS", help="total FLOPs (instead of --work-hours)"
+        "--n-workers",
+        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
+        metavar="N",
+        help="GPU nodes (default: 8)",
+    )
+    config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
+    config.add_argument(
+        "--n-remote",
+        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
+        default=1,
+        metavar="M",
+        help="tiering: nodes",
+    )
+    config.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    config.add_argument("--checkpoint-gb", type=NON_NEGATIVE, metavar="GB")
+    config.add_argument(
+        "--checkpoint-versions",
+        type=number(ge=1, le=1000, integer=True),
+        default=DEFAULT_CHECKPOINT_VERSIONS,
+        metavar="K",
+    )
+    config.add_argument(
+        "--work", type=POSITIVE, metavar="FLOPS", help="total FLOPs (instead of --work-hours)"
     )
     _add_inputs(pre)
     pre.add_argument(
         "--work-hours",
-        type=float,
+        type=POSITIVE,
         help="failure-free compute time of the run, hours",
     )
     pre.add_argument(
         "--checkpoint-interval-s",
-        type=float,
+        type=POSITIVE,
         help="seconds of work between checkpoints (default: Young/Daly)",
     )
     pre.add_argument(
         "--restart-s",
-        type=float,
-        default=300.0,
-        help="seconds to re-acquire a node (default: 300; with --instance-type the "
-        "checkpoint reload is added)",
+        type=NON_NEGATIVE,
+        default=DEFAULT_RESTART_S,
+        help=f"seconds to re-acquire a node (default: {DEFAULT_RESTART_S:g}; with "
+        "--instance-type the checkpoint reload is added)",
     )
     pre.add_argument(
         "--hourly-cost",
-        type=float,
+        type=NON_NEGATIVE,
         help="USD/h, for cost_mean (default: 0, or the configuration's price)",
     )
-    pre.add_argument("--runs", type=int, default=2000)
-    pre.add_argument("--seed", type=int, default=0)
+    pre.add_argument(
+        "--runs",
+        type=number(ge=2, le=MAX_SIMULATED_RUNS, integer=True),
+        default=2000,
+        help=f"simulated runs, 2 to {MAX_SIMULATED_RUNS:,} (default: 2000)",
+    )
+    pre.add_argument(
+        "--seed", type=number(ge=0, le=2**32 - 1, integer=True), default=0, help="random seed"
+    )
     pre.add_argument("--json", action="store_true")
 
     nt = sub.add_parser(
@@ -406,7 +564,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nt.add_argument("--regions", metavar="R,R", help="price regions (the first is planned in)")
     nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
-    nt.add_argument("--date", metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)")
+    nt.add_argument(
+        "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
+    )
+    _add_timeout(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
 
     sc = sub.add_parser(
@@ -425,12 +586,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.add_argument(
         "--global-batch",
-        type=int,
+        type=number(ge=1, le=1_000_000, integer=True),
         metavar="N",
         help="samples per step over all ranks (default: the workload's batch x "
         "the largest world size)",
     )
-    sc.add_argument("--steps", type=int, default=20, metavar="N", help="steps per world size")
+    sc.add_argument(
+        "--steps",
+        type=number(ge=1, le=MAX_STEPS, integer=True),
+        default=20,
+        metavar="N",
+        help="steps per world size",
+    )
     sc.add_argument("--instance-type", metavar="TYPE")
     sc.add_argument("--store", metavar="URI", help="write the scaling rows to this store")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
@@ -463,12 +630,21 @@ def _tflops(x: float) -> str:
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=_json_default))
+    """One JSON object; NaN and infinities become null (they are not JSON)."""
+    print(json.dumps(_json_safe(obj), indent=2, allow_nan=False))
 
 
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, bool | int | str):
+        return value
     return str(value)
 
 
@@ -481,7 +657,7 @@ def _inputs(args: argparse.Namespace) -> Any:
         overhead=args.overhead,
         quotas=args.quotas,
         region=args.region,
-        store=getattr(args, "store", None) or os.environ.get("DEEPVM_STORE"),
+        store=getattr(args, "store", None) or os.environ.get(ENV_STORE),
         saturation=args.saturation,
         interruptions=args.interruptions,
     )
@@ -492,8 +668,6 @@ def _work_options(args: argparse.Namespace) -> dict[str, Any]:
     from deepvm.planner.goodput import CheckpointCosts
     from deepvm.workloads import training_work
 
-    if args.restart_s < 0:
-        raise DeepvmError(f"--restart-s {args.restart_s:g} must be >= 0")
     return {
         "work_flops": training_work(
             args.workload,
@@ -512,10 +686,39 @@ def _check_out(out: str | None, plot: str | None) -> None:
         raise DeepvmError(f"--out {out!r} must end in .parquet")
     if plot and not plot.lower().endswith(".png"):
         raise DeepvmError(f"--plot {plot!r} must end in .png")
+    for flag, path in (("--out", out), ("--plot", plot)):
+        if path:
+            _check_output_path(flag, path)
     if plot:
         from deepvm.plots import check_available
 
         check_available()  # the plot extra is missing: say so before solving anything
+
+
+def _check_output_path(flag: str, path: str, *, folder: bool = False) -> None:
+    """An output path that can be written: not a folder (or, for ``folder``, not a
+    file), and not under a file."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target) and not folder:
+        raise DeepvmError(f"{flag} {path!r} is a folder: give a file name")
+    if os.path.isfile(target) and folder:
+        raise DeepvmError(f"{flag} {path!r} is a file: give a folder")
+    above = os.path.dirname(target)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise DeepvmError(f"{flag} {path!r} is under {above!r}, which is a file")
+    if not os.access(above, os.W_OK):
+        raise DeepvmError(f"{flag} {path!r}: {above!r} is not writable")
+
+
+def _writable_store(uri: str | None) -> str | None:
+    """The store a command will write, checked before any work (None: no store)."""
+    if not uri:
+        return None
+    from deepvm.store import Store
+
+    return str(Store.open(uri).ensure_writable().root)
 
 
 def _hours(value: float) -> str:
@@ -558,6 +761,11 @@ REC_JSON_KEYS = (
 def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
+    store_uri = _writable_store(args.store or os.environ.get(ENV_STORE))
+    if args.scenario is not None:
+        from deepvm.store import check_name
+
+        check_name(args.scenario, "--scenario")
     result = recommend(
         args.budget,
         workload=args.workload,
@@ -571,7 +779,6 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         **_work_options(args),
     )
-    store_uri = args.store or os.environ.get("DEEPVM_STORE")
     written = None
     if store_uri:
         from deepvm.results import write_recommendations
@@ -587,6 +794,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                 "checkpoint_gb": result.checkpoint_gb,
                 "prices_snapshot": result.prices_snapshot,
                 "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
+                "measurements": {
+                    "used": list(result.measurements.used),
+                    "not_used": list(result.measurements.not_used),
+                },
             }
         )
     else:
@@ -623,6 +834,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                 f"F from 'peak': no measurement; estimated as {PEAK_UTILISATION:.0%} of the "
                 "accelerators' peak FLOP/s (measure with --throughput FILE)."
             )
+        notes = result.measurements.describe()
+        if notes:
+            print(notes)
     if written is not None:
         print(f"wrote {written}", file=sys.stderr)
     return 0
@@ -805,8 +1019,9 @@ def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.planner.fleet import build_fleet
     from deepvm.quotas import load_quotas
 
+    _writable_store(args.store)
     catalog = load_catalog(args.catalog, region=args.region)
-    store = args.store or os.environ.get("DEEPVM_STORE")
+    store = args.store or os.environ.get(ENV_STORE)
     measured = merge_measurements(
         latest_measurements(store) if store else None,
         load_throughput(args.throughput) if args.throughput else None,
@@ -873,6 +1088,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 BENCH_JSON_KEYS = (
+    "warning",
     "workload",
     "instance_type",
     "device",
@@ -896,13 +1112,22 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     names = list(WORKLOADS) if "all" in names else names
     for name in names:
         get_workload(name)  # bad names fail before anything runs
-    if args.steps is not None and args.steps < 2:
-        raise DeepvmError(f"--steps {args.steps} must be >= 2")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise DeepvmError(f"--batch-size {args.batch_size} must be >= 1")
-    require_torch()
-    from deepvm.bench.run import OK, benchmark_frame, identify, run_benchmarks
+    store = _writable_store(args.store)
+    if args.instance_type is not None:
+        from deepvm.store import check_name
 
+        check_name(args.instance_type, "--instance-type")
+    require_torch()
+    from deepvm.bench.run import (
+        OK,
+        benchmark_frame,
+        check_device,
+        identify,
+        measurement_warning,
+        run_benchmarks,
+    )
+
+    check_device(args.device)
     hardware = identify(args.instance_type, args.device)
 
     def report(result: Any) -> None:
@@ -916,6 +1141,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                 else f"{result.workload}: FAILED {result.error}"
             )
             print(line, file=sys.stderr)
+        if result.measurement and (warning := measurement_warning(result.measurement)):
+            print(f"warning: {result.workload}: {warning}", file=sys.stderr)
 
     results = run_benchmarks(
         names,
@@ -927,10 +1154,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         on_result=report,
     )
     df = benchmark_frame(results, hardware, batch_size=args.batch_size)
-    if args.store:
+    if store:
         from deepvm.results import write_benchmarks
 
-        print(f"wrote {write_benchmarks(df, args.store)}", file=sys.stderr)
+        print(f"wrote {write_benchmarks(df, store)}", file=sys.stderr)
     rows = json.loads(df.to_json(orient="records", date_format="iso"))
     if args.json:
         _print_json({"results": [{k: r[k] for k in BENCH_JSON_KEYS} for r in rows]})
@@ -973,6 +1200,16 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
         raise DeepvmError(f"--nodes {args.nodes!r} must be comma-separated integers") from None
     if nodes[0] < 1 or 1 not in nodes:
         raise DeepvmError(f"--nodes {args.nodes!r} must be >= 1 and include 1 (the baseline)")
+    if nodes[-1] > MAX_LOCAL_RANKS:
+        raise DeepvmError(
+            f"--nodes {args.nodes!r}: at most {MAX_LOCAL_RANKS} local processes; on a real "
+            "cluster run the scaling module under torchrun (README)"
+        )
+    store = _writable_store(args.store)
+    if args.instance_type is not None:
+        from deepvm.store import check_name
+
+        check_name(args.instance_type, "--instance-type")
     require_torch()
     from deepvm.bench.scaling import measure_scaling, scaling_frame
 
@@ -984,10 +1221,10 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     df = scaling_frame(points, args.workload, args.instance_type)
-    if args.store:
+    if store:
         from deepvm.results import write_scaling
 
-        print(f"wrote {write_scaling(df, args.store)}", file=sys.stderr)
+        print(f"wrote {write_scaling(df, store)}", file=sys.stderr)
     rows = json.loads(df.to_json(orient="records", date_format="iso"))
     if args.json:
         _print_json({"results": rows})
@@ -1008,9 +1245,13 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from deepvm.fitting import fit_all, load_scaling, store_scaling
+    from deepvm.fitting import fit_all, fit_warnings, load_scaling, store_scaling
 
-    store = args.store or os.environ.get("DEEPVM_STORE")
+    store = args.store or os.environ.get(ENV_STORE)
+    if args.store:
+        _writable_store(args.store)
+    if args.plot:
+        _check_output_path("--plot", args.plot, folder=True)
     if args.scaling:
         points = load_scaling(args.scaling)
     elif store:
@@ -1020,6 +1261,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     report = fit_all(points)
     for (itype, workload), why in report.skipped.items():
         print(f"not fitted: {itype}/{workload}: {why}", file=sys.stderr)
+    for warning in fit_warnings(report.fits):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.plot and report.fits:
         from deepvm.plots import plot_fits
 
@@ -1066,28 +1309,22 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    import datetime as dt
-
     from deepvm.pipeline import nightly
     from deepvm.report import change_report_markdown
     from deepvm.scenarios import load_scenarios
     from deepvm.store import store_root
 
-    if args.date:
-        try:
-            dt.date.fromisoformat(args.date)
-        except ValueError:
-            raise DeepvmError(f"--date {args.date!r} must be YYYY-MM-DD") from None
     scenarios = load_scenarios(args.scenarios)
-    store = str(store_root(args.store))
-    regions = [r.strip() for r in args.regions.split(",")] if args.regions else None
+    store = _writable_store(str(store_root(args.store)))
+    assert store is not None
     report = nightly(
         store,
         scenarios,
         source=args.source,
         snapshot_date=args.date,
-        regions=regions,
+        regions=_regions(args.regions),
         skypilot_csv=args.skypilot_csv,
+        timeout_s=args.timeout,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -1097,6 +1334,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                 "store": store,
                 "prices": {
                     "source": report.prices.source,
+                    "failed": report.prices.failed,
                     "stale": report.prices.stale,
                     "rows": report.prices.rows,
                     "attempts": report.prices.attempts,
@@ -1117,10 +1355,26 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(change_report_markdown(report.changes, stale=report.prices.stale))
+        print(change_report_markdown(report.changes, prices=report.prices))
         for p in failed:
             print(f"job {p.scenario} not planned: {p.error}", file=sys.stderr)
+    if report.prices.failed:
+        print(
+            f"deepvm: price source {report.prices.source!r} unreachable "
+            f"({report.prices.error}); planned on the {report.prices.fallback_from} snapshot",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if len(failed) < len(report.plans) else 1
+
+
+def _regions(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    regions = [r.strip() for r in text.split(",") if r.strip()]
+    if not regions:
+        raise DeepvmError(f"--regions {text!r} names no region; e.g. --regions us-east-1")
+    return regions
 
 
 def cmd_prices(args: argparse.Namespace) -> int:
@@ -1130,7 +1384,8 @@ def cmd_prices(args: argparse.Namespace) -> int:
     if args.prices_command == "refresh":
         from deepvm.pipeline import refresh_prices
 
-        regions = [r.strip() for r in args.regions.split(",")] if args.regions else None
+        _writable_store(store)
+        regions = _regions(args.regions)
         print(f"fetching prices from {args.source} ...", file=sys.stderr)
         r = refresh_prices(
             store,
@@ -1138,6 +1393,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
             snapshot_date=args.date,
             regions=regions,
             skypilot_csv=args.skypilot_csv,
+            timeout_s=args.timeout,
         )
         summary = {
             "snapshot_date": r.snapshot_date,
@@ -1145,13 +1401,16 @@ def cmd_prices(args: argparse.Namespace) -> int:
             "rows": r.rows,
             "dropped": r.dropped,
             "stale": r.stale,
+            "failed": r.failed,
             "attempts": r.attempts,
             "error": r.error,
             "store": store,
         }
         if args.json:
             _print_json(summary)
-        elif r.stale:
+        elif r.failed and r.fallback_from == r.snapshot_date:
+            print(f"{r.source} FAILED ({r.error}); {r.snapshot_date} keeps the prices it has")
+        elif r.failed:
             print(
                 f"{r.source} FAILED ({r.error}); carried the {r.fallback_from} snapshot "
                 f"forward as stale into {r.snapshot_date}"
@@ -1161,7 +1420,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
                 f"{r.rows} prices from {r.source} into {store} ({r.snapshot_date}); "
                 f"{r.dropped} rows without a usable price dropped"
             )
-        return 1 if r.stale else 0
+        return 1 if r.failed else 0
     prices = Store.open(store).read("prices")
     if prices.empty:
         raise DeepvmError(f"store {store!r} has no prices: run `deepvm prices refresh`")
@@ -1352,14 +1611,26 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not tokens:  # `deepvm` alone: what it can do
+        parser.print_help()
+        return 0
+    args = parser.parse_args(_join_negative_values(tokens))
     try:
         return COMMANDS[args.command](args)
+    except ParameterError as exc:
+        print(f"deepvm: error: {exc.render(flag_name)}", file=sys.stderr)
+        return exc.exit_status
     except DeepvmError as exc:
         print(f"deepvm: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exc.exit_status
     except BrokenPipeError:  # `deepvm ... | head`
         return 0
+    except OSError as exc:  # the environment, not a bug: say which file
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"deepvm: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 
 
 class DeepvmError(Exception):
@@ -42,9 +42,9 @@ class ParameterError(InputError):
         self.requirement = requirement
         super().__init__(self.render())
 
-    def render(self, names: Mapping[str, str] | None = None) -> str:
-        """The message with the parameter named as ``names`` maps it."""
-        name = (names or {}).get(self.param, self.param)
+    def render(self, name_of: Callable[[str], str] | None = None) -> str:
+        """The message with the parameter named by ``name_of`` (a front end's spelling)."""
+        name = name_of(self.param) if name_of else self.param
         shown = f"{self.value:g}" if isinstance(self.value, float) else repr(self.value)
         return f"{name} {shown} {self.requirement}"
 

@@ -252,12 +252,35 @@ def fit_group(
     return [Fit(**{**f.__dict__, "selected": k == chosen}) for k, f in enumerate(fits)]
 
 
+# Speedups past n x this are not data-parallel scaling but a measurement error.
+SUPERLINEAR_TOLERANCE = 1.05
+
+
+def fit_warnings(fits: Sequence[Fit]) -> list[str]:
+    """Selected fits that explain the points worse than their mean does (r2 < 0)."""
+    return [
+        f"{f.instance_type}/{f.workload}: the selected {f.model.kind} fit has r2 = {f.r2:.3g} "
+        "< 0 (worse than a flat line): the points are noise; re-measure with more steps"
+        for f in fits
+        if f.selected and math.isfinite(f.r2) and f.r2 < 0
+    ]
+
+
 def fit_all(points: pd.DataFrame, *, source: str = "fitted") -> FitReport:
     """Fit every (instance type, workload) group with enough distinct node counts."""
     fits: list[Fit] = []
     skipped: dict[tuple[str, str], str] = {}
     for (itype, workload), group in points.groupby(["instance_type", "workload"], sort=True):
         counts = sorted(group["n_nodes"].unique())
+        over = group[group["speedup"] > group["n_nodes"] * SUPERLINEAR_TOLERANCE]
+        if not over.empty:
+            row = over.iloc[0]
+            skipped[(str(itype), str(workload))] = (
+                f"speedup {row['speedup']:.3g} at {int(row['n_nodes'])} nodes is above the node "
+                "count: a measurement error (a slow 1-node run?); re-measure "
+                "(the planner keeps the shipped or default model)"
+            )
+            continue
         if len(counts) < MIN_NODE_COUNTS:
             skipped[(str(itype), str(workload))] = (
                 f"{len(counts)} distinct node count(s) {counts}; a fit needs at least "

@@ -20,6 +20,8 @@ def read_table(path: str | Path, required: Iterable[str], what: str) -> pd.DataF
     p = Path(path)
     if not p.exists():
         raise InputError(f"{what} file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise InputError(f"{what} file {str(p)!r} is a folder: give the file inside it")
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             df = pd.read_parquet(p)
@@ -38,7 +40,7 @@ def read_table(path: str | Path, required: Iterable[str], what: str) -> pd.DataF
     return df
 
 
-def _where(df: pd.DataFrame, what: str) -> str:
+def source_label(df: pd.DataFrame, what: str) -> str:
     path = df.attrs.get("source_path")
     return f"{what} file {path!r}" if path else what
 
@@ -49,13 +51,15 @@ def numeric_column(
     what: str,
     *,
     minimum: float | None = None,
+    maximum: float | None = None,
     strictly_positive: bool = False,
     allow_missing: bool = False,
+    integer: bool = False,
     key: str = "instance_type",
 ) -> pd.Series:
     """The column as floats, checked; raises InputError naming the first bad row."""
     values = pd.to_numeric(df[column], errors="coerce")
-    where = _where(df, what)
+    where = source_label(df, what)
 
     def row_label(idx: int) -> str:
         label = f"row {idx + 1}"
@@ -86,6 +90,16 @@ def numeric_column(
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(f"{where}: {row_label(i)}: {column}={arr[i]:g} must be >= {minimum:g}")
+    if maximum is not None:
+        bad = ~np.isnan(arr) & (arr > maximum)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{where}: {row_label(i)}: {column}={arr[i]:g} must be <= {maximum:g}")
+    if integer:
+        bad = ~np.isnan(arr) & (arr != np.round(arr))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{where}: {row_label(i)}: {column}={arr[i]:g} must be a whole number")
     return pd.Series(arr, index=df.index, name=column)
 
 
@@ -100,7 +114,7 @@ def text_column(
         label = f"row {i + 1}"
         if key in df.columns and key != column:
             label += f" ({key}={df[key].iloc[i]})"
-        raise InputError(f"{_where(df, what)}: {label}: {column} is missing")
+        raise InputError(f"{source_label(df, what)}: {label}: {column} is missing")
     return values.astype(str).str.strip()
 
 
@@ -109,4 +123,4 @@ def reject_duplicates(df: pd.DataFrame, keys: list[str], what: str) -> None:
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
         values = ", ".join(f"{k}={df[k].iloc[i]}" for k in keys)
-        raise InputError(f"{_where(df, what)}: row {i + 1}: duplicate entry for {values}")
+        raise InputError(f"{source_label(df, what)}: row {i + 1}: duplicate entry for {values}")

@@ -23,16 +23,19 @@ from deepvm.catalog.sources import (
     fill_interruption_rates,
     get_source,
 )
+from deepvm.config import (
+    DEFAULT_PRICE_BACKOFF_S,
+    DEFAULT_PRICE_RETRIES,
+    DEFAULT_PRICE_TIMEOUT_S,
+)
 from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
 from deepvm.scenarios import Scenario
 from deepvm.store import Store, StoreLike, check_date
 
 log = logging.getLogger("deepvm")
 
-DEFAULT_RETRIES = 3
-DEFAULT_BACKOFF_S = 2.0
-# One deadline for a whole fetch, its retries included.
-DEFAULT_PRICE_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = DEFAULT_PRICE_RETRIES
+DEFAULT_BACKOFF_S = DEFAULT_PRICE_BACKOFF_S  # a module attribute: tests shorten it
 
 
 class PriceSourceError(SourceUnavailableError):
@@ -202,7 +205,7 @@ def compute_flopp(
 
 def refit_if_new(store_uri: StoreLike) -> list[object] | None:
     """Refit the overhead models when scaling rows are newer than the last fit."""
-    from deepvm.fitting import fit_all, store_scaling
+    from deepvm.fitting import fit_all, fit_warnings, store_scaling
     from deepvm.results import write_fits
 
     store = Store.open(store_uri)
@@ -214,6 +217,10 @@ def refit_if_new(store_uri: StoreLike) -> list[object] | None:
     if not fits.empty and str(fits["fitted_date"].max()) > newest_measurement:
         return None
     report = fit_all(store_scaling(store_uri))
+    for warning in fit_warnings(report.fits):
+        log.warning("overhead fit: %s", warning)
+    for (itype, workload), why in report.skipped.items():
+        log.warning("overhead fit: %s/%s not fitted: %s", itype, workload, why)
     if report.fits:
         write_fits(report.fits, store_uri)
     return list(report.fits)

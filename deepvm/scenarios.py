@@ -11,6 +11,7 @@ from deepvm._datasets import dataset_path
 from deepvm.errors import InputError
 from deepvm.planner.objectives import OBJECTIVES
 from deepvm.planner.policies import POLICIES
+from deepvm.store import MAX_NAME_LENGTH, file_safe
 from deepvm.workloads import WORKLOADS
 
 REQUIRED = ("name", "workload", "budget")
@@ -48,25 +49,35 @@ def default_scenarios_path() -> Path:
 def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
     """Read and validate the jobs; errors name the file and the entry."""
     source = Path(path) if path is not None else default_scenarios_path()
+    if source.is_dir():
+        raise InputError(f"scenarios file {str(source)!r} is a folder: give the TOML file")
     try:
         data = tomllib.loads(source.read_text())
     except FileNotFoundError:
         raise InputError(f"scenarios file {str(source)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"scenarios file {str(source)!r} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"scenarios file {str(source)!r} is not valid TOML: {exc}") from None
     jobs = data.get("job")
     if not isinstance(jobs, list) or not jobs:
         raise InputError(f"scenarios file {str(source)!r} has no [[job]] entries")
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # file-safe name -> name: each job names a store file
     out = []
     for k, job in enumerate(jobs, 1):
         label = f"scenarios file {str(source)!r}: job {k}"
         if isinstance(job, dict) and isinstance(job.get("name"), str):
             label += f" ({job['name']})"
         out.append(_scenario(job, label))
-        if out[-1].name in seen:
-            raise InputError(f"{label}: duplicate name {out[-1].name!r}")
-        seen.add(out[-1].name)
+        name = out[-1].name
+        other = seen.setdefault(file_safe(name), name)
+        if other == name and len(seen) < len(out):
+            raise InputError(f"{label}: duplicate name {name!r}")
+        if other != name:
+            raise InputError(
+                f"{label}: names {other!r} and {name!r} are the same once made file-safe "
+                "(they would share one store file); rename one"
+            )
     return out
 
 
@@ -93,24 +104,33 @@ def _scenario(job: object, label: str) -> Scenario:
     name = job["name"]
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{label}: name must be a non-empty string")
+    if len(name.strip()) > MAX_NAME_LENGTH:
+        raise InputError(
+            f"{label}: name is {len(name)} characters long; use at most {MAX_NAME_LENGTH}"
+        )
     workload = job["workload"]
-    if workload not in WORKLOADS:
+    if not isinstance(workload, str) or workload not in WORKLOADS:
         raise InputError(
             f"{label}: unknown workload {workload!r}; known: {', '.join(sorted(WORKLOADS))}"
         )
     objective = job.get("objective", "throughput")
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise InputError(f"{label}: objective {objective!r} must be one of {', '.join(OBJECTIVES)}")
     policies = job.get("policies", ["all"])
     policies = [policies] if isinstance(policies, str) else policies
+    known = ", ".join((*POLICIES, "all"))
+    if not isinstance(policies, list) or not policies:
+        raise InputError(
+            f"{label}: policies={policies!r} must be a policy name or a list of them ({known})"
+        )
     bad = [p for p in policies if p not in (*POLICIES, "all")]
-    if not isinstance(policies, list) or bad:
-        raise InputError(f"{label}: unknown policy {bad[0] if bad else policies!r}")
+    if bad:
+        raise InputError(f"{label}: unknown policy {bad[0]!r}; known: {known}")
     top = job.get("top", 3)
-    if not isinstance(top, int) or top < 1:
+    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
         raise InputError(f"{label}: top={top!r} must be an integer >= 1")
     versions = job.get("checkpoint_versions", 2)
-    if not isinstance(versions, int) or versions < 1:
+    if not isinstance(versions, int) or isinstance(versions, bool) or versions < 1:
         raise InputError(f"{label}: checkpoint_versions={versions!r} must be an integer >= 1")
     budget = _number(job, "budget", label, positive=True)
     assert budget is not None

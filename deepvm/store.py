@@ -36,11 +36,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
+from deepvm.config import ENV_STORE as ENV_STORE
 from deepvm.errors import InputError, ParameterError, StoreError
 
 SCHEMA_VERSION = "1"
-ENV_STORE = "DEEPVM_STORE"
-DEFAULT_STORE = "deepvm-store"
 
 _ts = pa.timestamp("us", tz="UTC")
 _software = [
@@ -110,6 +110,8 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("samples_per_s", pa.float64()),
                 ("status", pa.string()),
                 ("error", pa.string()),
+                # why the measurement is suspect (noisy step times), else null
+                ("warning", pa.string()),
                 ("cpu_model", pa.string()),
                 ("cpu_cores", pa.int64()),
                 ("memory_gib", pa.float64()),

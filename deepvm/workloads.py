@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from deepvm.config import DEFAULT_WORKLOAD as DEFAULT_WORKLOAD
 from deepvm.errors import ParameterError, UnknownWorkloadError
 
 # Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
@@ -49,7 +50,6 @@ WORKLOADS: dict[str, Workload] = {
     )
 }
 
-DEFAULT_WORKLOAD = "resnet50"
 
 # The sample workloads as a vocabulary: a typo is an error, and forms (the
 # Prefect UI) offer the names as choices.

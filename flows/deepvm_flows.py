@@ -71,7 +71,7 @@ def _flow_names() -> Iterator[None]:
     try:
         yield
     except ParameterError as exc:
-        raise ValueError(exc.render(FLOW_NAMES)) from None
+        raise ValueError(exc.render(lambda p: FLOW_NAMES.get(p, p))) from None
 
 
 # --- tasks: one library call each --------------------------------------------------

@@ -5,6 +5,7 @@ the others still run."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pandas as pd
 from deepvm import __version__
 from deepvm.bench.identity import Hardware, detect
 from deepvm.bench.measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
+from deepvm.errors import ParameterError
 
 OK, FAILED = "ok", "failed"
 
@@ -67,6 +69,22 @@ def _free_accelerator_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
+# Step times whose p90 is this many times their p10 are too noisy to plan with
+# unchecked (another process, thermal throttling, too few steps).
+MAX_STEP_SPREAD = 1.5
+
+
+def measurement_warning(m: Measurement) -> str | None:
+    """Why a measurement should not be trusted as it is, or None."""
+    spread = m.step_time_p90_s / m.step_time_p10_s if m.step_time_p10_s > 0 else math.inf
+    if spread > MAX_STEP_SPREAD:
+        return (
+            f"noisy: step time p90/p10 = {spread:.2f} > {MAX_STEP_SPREAD}; re-run with more "
+            "--steps on an idle machine"
+        )
+    return None
+
+
 def benchmark_frame(
     results: Sequence[BenchmarkResult],
     hardware: Hardware,
@@ -102,6 +120,7 @@ def benchmark_frame(
                 "samples_per_s": m.samples_per_s if m else None,
                 "status": r.status,
                 "error": r.error or None,
+                "warning": measurement_warning(m) if m else None,
                 "cpu_model": hardware.cpu_model,
                 "cpu_cores": hardware.cpu_cores,
                 "memory_gib": hardware.memory_gib,
@@ -112,6 +131,28 @@ def benchmark_frame(
             }
         )
     return pd.DataFrame(rows)
+
+
+def check_device(device: str | None) -> None:
+    """Refuse a device this machine cannot run on, before any measurement:
+    an unknown name, CUDA without CUDA, a GPU index past the last one."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ParameterError("device", device, "is not a device; use cpu, cuda or cuda:N") from None
+    if parsed.type == "cpu":
+        return
+    if parsed.type != "cuda":
+        raise ParameterError("device", device, "is not supported; use cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise ParameterError("device", device, "is not available: this machine has no CUDA GPU")
+    count = torch.cuda.device_count()
+    if parsed.index is not None and parsed.index >= count:
+        raise ParameterError("device", device, f"is not available: this machine has {count} GPU(s)")
 
 
 def identify(instance_type: str | None, device: str | None = None) -> Hardware:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from deepvm.errors import InputError
-from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
+from deepvm.inputs import (
+    numeric_column,
+    read_table,
+    reject_duplicates,
+    source_label,
+    text_column,
+)
 
 CATALOG_COLUMNS = (
     "provider",
@@ -77,6 +83,12 @@ class Catalog:
         return len(self.instances)
 
 
+# Plausible peak FLOP/s of one node: below 1 GFLOP/s or above 100 PFLOP/s (about
+# 50 eight-GPU B200 nodes) is a unit mistake (TFLOP/s given as FLOP/s, say).
+MIN_PEAK_FLOPS = 1e9
+MAX_PEAK_FLOPS = 1e17
+
+
 def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataFrame:
     """Check a raw catalog table and return it normalised (types, optional columns)."""
     what = "catalog"
@@ -94,12 +106,14 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
     out["vcpus"] = numeric_column(out, "vcpus", what, strictly_positive=True)
     out["memory_gib"] = numeric_column(out, "memory_gib", what, strictly_positive=True)
     out["network_gbps"] = numeric_column(out, "network_gbps", what, strictly_positive=True)
-    out["accelerator_count"] = numeric_column(out, "accelerator_count", what, minimum=0)
+    out["accelerator_count"] = numeric_column(
+        out, "accelerator_count", what, minimum=0, integer=True
+    )
     out["accelerator_memory_gib"] = numeric_column(
         out, "accelerator_memory_gib", what, minimum=0, allow_missing=True
     ).fillna(0.0)
     out["peak_flops"] = numeric_column(
-        out, "peak_flops", what, strictly_positive=True, allow_missing=True
+        out, "peak_flops", what, minimum=MIN_PEAK_FLOPS, maximum=MAX_PEAK_FLOPS, allow_missing=True
     )
     out["ondemand_price"] = numeric_column(out, "ondemand_price", what, strictly_positive=True)
     out["spot_price"] = numeric_column(
@@ -118,7 +132,28 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
             "(a cluster is planned in one region)"
         )
     reject_duplicates(out, ["instance_type"], what)
+    _reject_colliding_names(out, what)
     return out.reset_index(drop=True)
+
+
+def _reject_colliding_names(df: pd.DataFrame, what: str) -> None:
+    """Instance types name store files (benchmarks, scaling): two that map to one
+    file name would overwrite each other's measurements."""
+    from deepvm.store import MAX_NAME_LENGTH, file_safe
+
+    seen: dict[str, str] = {}
+    for name in df["instance_type"]:
+        if len(name) > MAX_NAME_LENGTH:
+            raise InputError(
+                f"{source_label(df, what)}: instance_type {name[:40]!r}... is longer than "
+                f"{MAX_NAME_LENGTH} characters"
+            )
+        other = seen.setdefault(file_safe(name), name)
+        if other != name:
+            raise InputError(
+                f"{source_label(df, what)}: instance types {other!r} and {name!r} are one name "
+                "once made file-safe; rename one"
+            )
 
 
 def _interruption_rates(df: pd.DataFrame, what: str) -> pd.Series:

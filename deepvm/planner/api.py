@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
-from deepvm.errors import InfeasibleError, InputError
-from deepvm.flopp import latest_measurements, load_throughput, merge_measurements
+from deepvm.config import MAX_SWEEP_BUDGETS
+from deepvm.errors import InfeasibleError, InputError, ParameterError
+from deepvm.flopp import (
+    MeasurementUse,
+    latest_measurements,
+    load_throughput,
+    measurement_use,
+    merge_measurements,
+)
 from deepvm.overhead import (
     SaturationModel,
     load_overhead_table,
@@ -130,15 +137,15 @@ def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:
     if checkpoint_gb is None:
         checkpoint_gb = WORKLOADS[workload].checkpoint_gb if workload in WORKLOADS else 1.0
     if not math.isfinite(checkpoint_gb) or checkpoint_gb < 0:
-        raise InputError(f"--checkpoint-gb {checkpoint_gb:g} must be a number >= 0")
+        raise ParameterError("checkpoint_gb", checkpoint_gb, "must be a number >= 0")
     if versions < 1:
-        raise InputError(f"checkpoint versions {versions} must be >= 1")
+        raise ParameterError("checkpoint_versions", versions, "must be >= 1")
     return Job(workload, float(checkpoint_gb), versions)
 
 
-def _check_budget(budget: float, name: str = "--budget", *, allow_zero: bool = False) -> float:
+def _check_budget(budget: float, name: str = "budget", *, allow_zero: bool = False) -> float:
     if not math.isfinite(budget) or budget < 0 or (budget == 0 and not allow_zero):
-        raise InputError(f"{name} {budget:g} must be a positive number of USD per hour")
+        raise ParameterError(name, budget, "must be a positive number of USD per hour")
     return float(budget)
 
 
@@ -152,6 +159,7 @@ class RecommendResult:
     recommendations: list[Recommendation]
     work_flops: float | None = None
     deadline_h: float | None = None
+    measurements: MeasurementUse = field(default_factory=MeasurementUse)
 
 
 def recommend(
@@ -182,7 +190,7 @@ def recommend(
     """
     budget = _check_budget(budget)
     if top < 1:
-        raise InputError(f"--top {top} must be >= 1")
+        raise ParameterError("top", top, "must be >= 1")
     _check_deadline(deadline_h, objective)
     chosen = check_policies(policies)
     inputs = inputs or Inputs.load()
@@ -220,6 +228,7 @@ def recommend(
         recs,
         work_flops,
         deadline_h,
+        measurement_use(inputs.catalog, workload, inputs.measured),
     )
 
 
@@ -227,9 +236,9 @@ def _check_deadline(deadline_h: float | None, objective: str) -> None:
     if deadline_h is None:
         return
     if not (math.isfinite(deadline_h) and deadline_h > 0):
-        raise InputError(f"--deadline-h {deadline_h:g} must be a positive number of hours")
+        raise ParameterError("deadline_h", deadline_h, "must be a positive number of hours")
     if objective != "cost":
-        raise InputError("--deadline-h applies to --objective cost")
+        raise ParameterError("deadline_h", deadline_h, "applies to objective cost only")
 
 
 def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
@@ -259,9 +268,16 @@ def parse_budgets(spec: str) -> list[float]:
             if step <= 0 or stop <= start:
                 raise ValueError
             count = math.ceil((stop - start) / step - 1e-9)
+            if count > MAX_SWEEP_BUDGETS:
+                raise InputError(
+                    f"--budgets {spec!r} asks for {count:,} budgets; at most "
+                    f"{MAX_SWEEP_BUDGETS:,}: raise STEP or narrow START:STOP"
+                )
             values = [round(start + k * step, 10) for k in range(count)]
         else:
             values = [float(v) for v in spec.split(",") if v.strip()]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError
     except ValueError:
         raise InputError(
             f"--budgets {spec!r} must be START:STOP:STEP with STOP > START and STEP > 0, "
@@ -312,7 +328,7 @@ def sweep(
     """Every policy at every budget (the paper's simulation). ``normalized`` is
     throughput over the ``deepvm`` policy's throughput at the largest budget. A
     budget at which a policy finds no cluster (0, say) has no row for it."""
-    budgets = sorted({_check_budget(b, "budget", allow_zero=True) for b in budgets})
+    budgets = sorted({_check_budget(b, "budgets", allow_zero=True) for b in budgets})
     _check_deadline(deadline_h, objective)
     if not budgets:
         raise InputError("sweep needs at least one budget")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
+from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntArray
 
 SINGLE_ANCHOR = "single_anchor"
@@ -24,8 +26,7 @@ ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND, OBJECT_STORE)
 # What the throughput objective plans over (DESIGN §4.3).
 DESIGN_ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND)
 
-DEFAULT_MAX_NODES = 256
-DEFAULT_CHECKPOINT_VERSIONS = 2
+
 # Relative slack when comparing a cost with the budget: prices carry 4-6 decimals.
 BUDGET_RTOL = 1e-9
 

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from deepvm.config import DEFAULT_TIME_LIMIT_S as DEFAULT_TIME_LIMIT_S
 from deepvm.planner.candidates import (
     ARCHITECTURES,
     BUDGET_RTOL,
@@ -77,7 +78,7 @@ STATUS_MAP = {
 }
 
 SCORE_RTOL = 1e-7  # objective values this close count as equal; cheaper wins
-DEFAULT_TIME_LIMIT_S = 30.0
+
 SOLVER = "HIGHS"
 _NO_REMOTE_CAP = 4096  # bound on m_j when neither quota nor budget bounds it
 

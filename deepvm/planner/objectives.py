@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deepvm.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
 from deepvm.errors import InputError
 from deepvm.flopp import SECONDS_PER_HOUR
 from deepvm.planner.candidates import ON_DEMAND, Candidates, Config, throughput
@@ -23,7 +24,6 @@ from deepvm.planner.fleet import Fleet, FloatArray
 OBJECTIVES = ("throughput", "paper", "goodput", "cost")
 # Objectives that price preemption, and so may plan all-spot object-store clusters.
 RISK_OBJECTIVES = ("goodput", "cost")
-DEFAULT_OBJECTIVE = "throughput"
 
 
 def check_objective(objective: str) -> str:
