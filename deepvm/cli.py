@@ -1616,7 +1616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not tokens:  # `deepvm` alone: what it can do
         parser.print_help()
         return 0
-    args = parser.parse_args(_join_negative_values(tokens))
+    try:
+        args = parser.parse_args(_join_negative_values(tokens))
+    except SystemExit as exc:  # usage errors (already printed), --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     try:
         return COMMANDS[args.command](args)
     except ParameterError as exc:

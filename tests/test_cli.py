@@ -210,11 +210,11 @@ def test_budget_below_cheapest(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["recommend", "--budget", "-1"], "--budget -1 must be a positive"),
+        (["recommend", "--budget", "-1"], "--budget: '-1' must be a finite number > 0"),
         (["recommend", "--budget", "3", "--policy", "cheapest"], "unknown policy 'cheapest'"),
         (["recommend", "--budget", "3", "--catalog", "/nope.csv"], "does not exist"),
         (["sweep", "--budgets", "5:1:1"], "START:STOP:STEP"),
-        (["recommend", "--budget", "3", "--checkpoint-gb", "-2"], "--checkpoint-gb -2"),
+        (["recommend", "--budget", "3", "--checkpoint-gb", "-2"], "--checkpoint-gb: '-2'"),
     ],
 )
 def test_bad_arguments(capsys, argv, message):

@@ -203,7 +203,7 @@ def test_cost_objective_needs_work_and_deadline_message(capsys):
     met = json.loads(capsys.readouterr().out)["recommendations"][0]
     assert met["expected_makespan_h"] <= fastest * 1.01
     assert main(["recommend", "--budget", "3", "--deadline-h", "5"]) == 2
-    assert "applies to --objective cost" in capsys.readouterr().err
+    assert "--deadline-h 5 applies to objective cost" in capsys.readouterr().err
 
 
 def test_simulate_a_catalog_configuration(capsys):

@@ -48,6 +48,7 @@ def _open(url: str) -> bytes:
         with urllib.request.urlopen(url, timeout=request_timeout_s()) as response:
             return bytes(response.read())
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response's socket
         kind = TransientSourceError if exc.code in RETRY_STATUS else SourceUnavailable
         raise kind(f"GET {url}: HTTP {exc.code}") from None
     except urllib.error.URLError as exc:

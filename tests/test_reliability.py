@@ -1,0 +1,423 @@
+"""The measured loop never breaks, and a failure never half-writes the store:
+benchmark -> recommend/flopp/sweep/compare/nightly on one store; a nightly that
+fails part-way (bad file, full disk, crash, kill) leaves the store as it was;
+colliding names refused; price sources give up within their deadline."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from tests_paths import ROOT
+
+from deepvm.cli import main
+from deepvm.store import STAGING_DIR, Store
+
+DAY1, DAY2 = "2026-11-30", "2026-12-01"
+ONE_JOB = """
+[[job]]
+name = "resnet50-3usd"
+workload = "resnet50"
+budget = 3.0
+policies = ["deepvm"]
+top = 1
+"""
+
+
+def tree_hash(root: Path, *, skip_staging: bool = False) -> dict[str, str]:
+    """Every file under ``root`` with the hash of its bytes."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_file() and not (skip_staging and rel.startswith(STAGING_DIR)):
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def jobs(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(ONE_JOB)
+    return path
+
+
+@pytest.fixture
+def night1(tmp_path: Path, jobs: Path) -> Path:
+    """A store after one successful night."""
+    store = tmp_path / "store"
+    code = main(["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", DAY1])
+    assert code == 0
+    return store
+
+
+# --- the measured loop ------------------------------------------------------------------
+
+
+def test_benchmark_then_every_planning_command_on_that_store(tmp_path, capsys, jobs):
+    """Regression (issue 11): a benchmark of a machine the catalog does not list
+    (local:<cpu>) crashed recommend, flopp, sweep, compare and nightly on pandas 3."""
+    store = str(tmp_path / "s")
+    assert main(["benchmark", "--workload", "tiny", "--steps", "3", "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["recommend", "--budget", "3", "--store", store, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["recommendations"] and out["measurements"]["used"] == []
+    assert main(["recommend", "--budget", "3", "--store", store, "--workload", "tiny"]) == 0
+    assert "not used: local:" in capsys.readouterr().out  # says which it could not use
+    assert main(["flopp", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"]
+    assert main(["sweep", "--budgets", "1,3", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"]
+    argv = ["compare", "--budget", "3", "--work", "1e18", "--store", store, "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["rows"]
+    assert main(["nightly", "--store", store, "--scenarios", str(jobs), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plans"][0]["error"] is None
+
+
+def test_a_benchmark_recorded_as_a_catalog_type_is_used_and_named(tmp_path, capsys):
+    store = str(tmp_path / "s")
+    argv = ["benchmark", "--workload", "tiny", "--steps", "3", "--store", store]
+    assert main([*argv, "--instance-type", "g4dn.xlarge"]) == 0
+    capsys.readouterr()
+    argv = ["recommend", "--budget", "3", "--workload", "tiny", "--store", store, "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    used = out["measurements"]["used"]
+    assert [u["instance_type"] for u in used] == ["g4dn.xlarge"]
+    assert used[0]["source"].startswith("benchmark ")
+    assert main(["flopp", "--workload", "tiny", "--store", store, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    sources = {r["instance_type"]: r["flops_source"] for r in rows}
+    assert sources["g4dn.xlarge"] == "measured" and sources["g5.xlarge"] == "peak"
+
+
+def test_throughput_file_for_another_workload_does_not_break_planning(tmp_path, capsys):
+    t = tmp_path / "t.csv"
+    t.write_text("instance_type,workload,flops\ng4dn.xlarge,gpt2,1e13\nlocal:x,resnet50,1e12\n")
+    assert main(["recommend", "--budget", "3", "--throughput", str(t), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {r["flops_source"] for r in out["recommendations"]} == {"peak"}
+    assert out["measurements"]["not_used"][0]["instance_type"] == "local:x"
+
+
+# --- a date whole or not at all ------------------------------------------------------------
+
+
+def test_nightly_with_a_corrupt_file_leaves_the_store_byte_identical(night1, jobs, capsys):
+    bad = night1 / "overhead_models" / "fitted_date=2026-11-01" / "part-fits.parquet"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"")  # zero bytes: what a full disk or a killed copy leaves
+    before = tree_hash(night1)
+    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "move it out of the store" in err[0]
+    assert tree_hash(night1) == before
+
+
+def test_nightly_on_a_full_disk_leaves_the_store_byte_identical(night1, jobs, capsys, monkeypatch):
+    import pyarrow.parquet as pq
+
+    real, calls = pq.write_table, []
+
+    def disk_fills_up(table, where, *args, **kwargs):
+        calls.append(where)
+        if len(calls) == 3:  # prices and instances staged; the disk is full at flopp
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(table, where, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", disk_fills_up)
+    before = tree_hash(night1)
+    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no space left" in err[0] and str(night1) in err[0]
+    assert tree_hash(night1) == before
+
+
+def test_nightly_that_crashes_part_way_publishes_nothing(night1, jobs, monkeypatch):
+    def crash(*args, **kwargs):
+        raise RuntimeError("a bug in the change report")
+
+    monkeypatch.setattr("deepvm.pipeline.change_report", crash)
+    before = tree_hash(night1)
+    with pytest.raises(RuntimeError, match="a bug in the change report"):
+        main(["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2])
+    assert tree_hash(night1) == before
+
+
+KILLED_NIGHT = """
+import sys, time
+from pathlib import Path
+import deepvm.pipeline as p
+real = p.replan
+def slow(*args, **kwargs):
+    out = real(*args, **kwargs)          # recommendations staged, not yet published
+    Path(sys.argv[1]).write_text("staged")
+    time.sleep(120)
+    return out
+p.replan = slow
+from deepvm.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_killed_nightly_leaves_nothing_a_reader_trips_on(night1, jobs, tmp_path):
+    before = tree_hash(night1)
+    flag = tmp_path / "flag"
+    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_NIGHT, str(flag), *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    staged = list((night1 / STAGING_DIR).rglob("*.partial"))
+    assert staged  # the kill left staged work behind...
+    count = duckdb.sql(f"select count(*) from '{night1}/**/*.parquet'").fetchall()[0][0]
+    assert count > 0  # ...which no reader's glob sees
+    assert tree_hash(night1, skip_staging=True) == before
+    Store.open(night1).recover()  # the next writer drops a dead writer's staging
+    assert tree_hash(night1) == before
+
+
+def test_a_publication_killed_half_way_is_rolled_forward(tmp_path):
+    import pyarrow.parquet as pq
+
+    from deepvm.store import to_arrow
+
+    root = tmp_path / "s"
+    df = pd.DataFrame(
+        {
+            "instance_type": ["a"],
+            "workload": ["w"],
+            "market": ["spot"],
+            "achieved_flops": [1.0],
+            "usd_per_hour": [1.0],
+            "flopp": [3600.0],
+            "flops_source": ["peak"],
+        }
+    )
+    arrow = to_arrow("flopp", df)
+    # What a writer killed between its first and second rename leaves: its journal,
+    # one file published, one still staged, its lock free.
+    dead = root / STAGING_DIR / "dead-writer"
+    dead.mkdir(parents=True)
+    (dead / "lock").touch()
+    rels = [f"flopp/snapshot_date={DAY1}/part-w{k}.parquet" for k in (1, 2)]
+    (root / rels[0]).parent.mkdir(parents=True)
+    pq.write_table(arrow, root / rels[0])
+    pq.write_table(arrow, dead / "1-w2.parquet.partial")
+    journal = [
+        [str(dead / "0-w1.parquet.partial"), rels[0]],
+        [str(dead / "1-w2.parquet.partial"), rels[1]],
+    ]
+    (dead / "PUBLISH.json").write_text(json.dumps(journal))
+    store = Store.open(root)
+    assert len(store.read("flopp")) == 1  # half published
+    store.recover()
+    assert len(store.read("flopp")) == 2  # rolled forward
+    assert not (root / STAGING_DIR).exists()
+
+
+# --- names that become file names ------------------------------------------------------
+
+
+def test_scenario_names_that_collide_as_file_names_are_refused(tmp_path, capsys):
+    path = tmp_path / "jobs.toml"
+    path.write_text(
+        '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 3.0\n\n'
+        '[[job]]\nname = "a/b"\nworkload = "tiny"\nbudget = 4.0\n'
+    )
+    store = tmp_path / "s"
+    assert main(["nightly", "--store", str(store), "--scenarios", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "'a b'" in err and "'a/b'" in err and not store.exists()
+
+
+def test_instance_types_that_collide_as_file_names_are_refused(tmp_path, capsys):
+    store = str(tmp_path / "s")
+    argv = ["benchmark", "--workload", "tiny", "--steps", "3", "--store", store]
+    assert main([*argv, "--instance-type", "coll:1"]) == 0
+    before = tree_hash(tmp_path / "s")
+    capsys.readouterr()
+    assert main([*argv, "--instance-type", "coll/1"]) == 2
+    err = capsys.readouterr().err
+    assert "'coll:1'" in err and "'coll/1'" in err
+    assert tree_hash(tmp_path / "s") == before  # the first machine's rows are kept
+
+
+# --- price sources -------------------------------------------------------------------------
+
+
+class _Hang(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        time.sleep(30)  # never answers within the deadline
+
+
+class _NotFound(BaseHTTPRequestHandler):
+    hits = 0
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        type(self).hits += 1
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def _serve(handler):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_hanging_endpoint_gives_up_within_its_timeout(tmp_path, monkeypatch, capsys):
+    server, url = _serve(_Hang)
+    monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
+    try:
+        start = time.monotonic()
+        argv = ["prices", "refresh", "--source", "azure", "--timeout", "2"]
+        code = main([*argv, "--store", str(tmp_path / "s")])
+        elapsed = time.monotonic() - start
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 1 and elapsed < 6  # not 4 attempts x 30 s
+    err = capsys.readouterr().err
+    assert "within the 2 s deadline" in err and "no earlier snapshot" in err
+    assert not (tmp_path / "s" / "prices").exists()
+
+
+def test_a_permanent_http_error_is_not_retried(tmp_path, monkeypatch, capsys):
+    _NotFound.hits = 0
+    server, url = _serve(_NotFound)
+    monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
+    store = str(tmp_path / "s")
+    try:
+        for _ in range(2):  # an empty store: the same exit status every time
+            code = main(["prices", "refresh", "--source", "azure", "--store", store])
+            assert code == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _NotFound.hits == 2  # one attempt per run: a 404 will not mend
+    assert "HTTP 404" in capsys.readouterr().err
+
+
+def test_a_failed_refresh_on_a_date_with_prices_still_fails(tmp_path, monkeypatch, capsys):
+    store = str(tmp_path / "s")
+    assert main(["prices", "refresh", "--store", store, "--date", DAY1]) == 0
+    capsys.readouterr()
+    before = tree_hash(tmp_path / "s")
+    server, url = _serve(_NotFound)
+    monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
+    try:
+        argv = ["prices", "refresh", "--source", "azure", "--store", store, "--date", DAY1]
+        assert main([*argv, "--json"]) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] is True and out["stale"] is True and "HTTP 404" in out["error"]
+    assert tree_hash(tmp_path / "s") == before  # the date keeps what it had
+
+
+def test_nightly_names_an_unreachable_source(tmp_path, monkeypatch, jobs, capsys):
+    server, url = _serve(_NotFound)
+    monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
+    store = str(tmp_path / "s")
+    assert main(["prices", "refresh", "--store", store, "--date", DAY1]) == 0
+    argv = ["nightly", "--store", store, "--scenarios", str(jobs), "--date", DAY2]
+    try:
+        code = main([*argv, "--source", "azure", "--regions", "eastus"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert code == 1 and "'azure' was unreachable" in err and "HTTP 404" in err
+
+
+# --- output that tools read ---------------------------------------------------------------
+
+
+def _no_constants(text: str) -> object:
+    raise AssertionError(f"{text} is not JSON")
+
+
+def test_json_never_prints_nan(capsys):
+    # without --work the makespan and total cost are unknown: null, not NaN
+    assert main(["recommend", "--budget", "3", "--json", "--policy", "all"]) == 0
+    out = capsys.readouterr().out
+    recs = json.loads(out, parse_constant=_no_constants)["recommendations"]
+    assert recs and all(r["expected_makespan_h"] is None for r in recs)
+    assert main(["sweep", "--budgets", "0.05,3", "--json"]) == 0
+    json.loads(capsys.readouterr().out, parse_constant=_no_constants)
+
+
+def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
+    from deepvm.bench.measure import Measurement
+    from deepvm.bench.run import BenchmarkResult, benchmark_frame, identify
+    from deepvm.results import write_benchmarks
+
+    noisy = Measurement(
+        workload="tiny",
+        device="cpu",
+        dtype="float32",
+        batch_size=8,
+        warmup=1,
+        step_times_s=(0.01, 0.01, 0.01, 0.03, 0.03),
+        flops_per_step=1e6,
+        wall_s=1.0,
+    )
+    frame = benchmark_frame([BenchmarkResult("tiny", "ok", noisy)], identify("bench-x"))
+    write_benchmarks(frame, tmp_path)
+    rows = duckdb.sql(f"select warning from '{tmp_path}/benchmarks/**/*.parquet'").fetchall()
+    assert rows[0][0] is not None and rows[0][0].startswith("noisy: step time p90/p10 = 3.00")
+    quiet = Measurement("tiny", "cpu", "float32", 8, 1, (0.01, 0.0101, 0.0102), 1e6, 1.0)
+    assert (
+        benchmark_frame([BenchmarkResult("tiny", "ok", quiet)], identify("b"))["warning"]
+        .isna()
+        .all()
+    )
+
+
+def test_superlinear_speedups_are_not_fitted_and_negative_r2_is_warned(tmp_path, capsys):
+    from deepvm.fitting import Fit, fit_warnings
+    from deepvm.overhead import SpeedupModel
+
+    scaling = tmp_path / "s.csv"
+    scaling.write_text(
+        "instance_type,workload,n_nodes,speedup\n"
+        "g,w,1,1\ng,w,2,5.0\ng,w,4,3.0\ng,w,8,4\n"  # 5x on 2 nodes: a bad 1-node run
+    )
+    assert main(["fit", "--scaling", str(scaling)]) == 1
+    assert "speedup 5 at 2 nodes is above the node count" in capsys.readouterr().err
+    flat = Fit("g", "w", SpeedupModel("linear", {}), 1.0, 1.0, -0.5, 3, selected=True)
+    assert "r2 = -0.5 < 0" in fit_warnings([flat])[0]
