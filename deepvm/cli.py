@@ -1382,10 +1382,12 @@ def cmd_prices(args: argparse.Namespace) -> int:
 
     store = str(store_root(args.store))
     if args.prices_command == "refresh":
+        from deepvm.catalog.sources import get_source
         from deepvm.pipeline import refresh_prices
 
         _writable_store(store)
         regions = _regions(args.regions)
+        get_source(args.source, regions=regions, skypilot_csv=args.skypilot_csv)  # validates
         print(f"fetching prices from {args.source} ...", file=sys.stderr)
         r = refresh_prices(
             store,

@@ -1,0 +1,270 @@
+"""Bad input, every command: exit status 2, one ``deepvm: error:`` line that names
+the bad value, and a store left exactly as it was (hashed before and after)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from deepvm.cli import main
+
+LONG = "x" * 200
+
+
+def tree_hash(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A store with prices and a recommendation, and bad input files."""
+    base = tmp_path_factory.mktemp("bad-input")
+    store = base / "store"
+    assert main(["prices", "refresh", "--store", str(store), "--date", "2026-12-01"]) == 0
+    assert main(["recommend", "--budget", "3", "--store", str(store)]) == 0
+    header = (
+        "provider,region,instance_type,quota_group,vcpus,memory_gib,network_gbps,"
+        "accelerator_name,accelerator_count,ondemand_price,spot_price,peak_flops\n"
+    )
+    made = {
+        "fractional.csv": header + "aws,r,g1,G,4,16,10,T4,1.5,0.5,0.2,6.5e13\n",
+        "absurd.csv": header + "aws,r,g1,G,4,16,10,T4,1,0.5,0.2,1e20\n",
+        "negative.csv": header + "aws,r,g1,G,4,16,10,T4,1,-1,0.2,6.5e13\n",
+        "columns.csv": "instance_type,price\ng1,1\n",
+        "throughput.csv": "instance_type,workload,flops\ng4dn.xlarge,resnet50,nan\n",
+        "quotas.csv": "quota_group,market,vcpus\nG,reserved,4\n",
+        "bad.toml": "[[job]\nname =",
+        "policies.toml": '[[job]]\nname = "j"\nworkload = "tiny"\nbudget = 3.0\npolicies = 5\n',
+        "collide.toml": '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 3.0\n\n'
+        '[[job]]\nname = "a/b"\nworkload = "tiny"\nbudget = 4.0\n',
+        "gpt3.toml": '[[job]]\nname = "j"\nworkload = "gpt3"\nbudget = 3.0\n',
+        "plain.txt": "not a folder\n",
+    }
+    for name, text in made.items():
+        (base / name).write_text(text)
+    (base / "folder").mkdir()
+    return {"store": str(store), "dir": str(base)}
+
+
+# (argv, a fragment of the error line). {store} and {dir} are filled in.
+CASES: list[tuple[list[str], str]] = [
+    # recommend: numbers
+    (["recommend", "--budget", "-1"], "'-1'"),
+    (["recommend", "--budget", "nan"], "'nan'"),
+    (["recommend", "--budget", "inf"], "'inf'"),
+    (["recommend", "--budget", "abc"], "'abc' is not a number"),
+    (["recommend", "--budget", "0.001"], "$0.001/h is below the cheapest"),
+    (["recommend", "--budget", "3", "--top", "0"], "--top: '0'"),
+    (["recommend", "--budget", "3", "--top", "1.5"], "--top: '1.5'"),
+    (["recommend", "--budget", "3", "--restart-s", "nan"], "--restart-s: 'nan'"),
+    (["recommend", "--budget", "3", "--time-limit", "-5"], "--time-limit: '-5'"),
+    (["recommend", "--budget", "3", "--time-limit=-5"], "--time-limit: '-5'"),
+    (["recommend", "--budget", "3", "--max-nodes", "0"], "--max-nodes: '0'"),
+    (["recommend", "--budget", "3", "--checkpoint-gb", "-2"], "--checkpoint-gb: '-2'"),
+    (["recommend", "--budget", "3", "--checkpoint-versions", "0"], "--checkpoint-versions: '0'"),
+    (["recommend", "--budget", "3", "--work", "0"], "--work: '0'"),
+    (["recommend", "--budget", "3", "--work", "-1e9"], "--work: '-1e9'"),
+    (["recommend", "--budget", "3", "--work", "inf"], "--work: 'inf'"),
+    (["recommend", "--budget", "3", "--epochs", "5"], "--dataset-size"),
+    (["recommend", "--budget", "3", "--work", "1e18", "--epochs", "5"], "--work 1e+18"),
+    (["recommend", "--budget", "3", "--deadline-h", "5"], "--deadline-h 5"),
+    # recommend: names and files
+    (["recommend", "--budget", "3", "--objective", "bogus"], "'bogus'"),
+    (["recommend", "--budget", "3", "--policy", "cheapest"], "'cheapest'"),
+    (["recommend", "--budget", "3", "--workload", "gpt3"], "'gpt3'"),
+    (["recommend", "--budget", "3", "--catalog", "/nope.csv"], "/nope.csv"),
+    (["recommend", "--budget", "3", "--catalog", "{dir}/folder"], "/folder' is a folder"),
+    (["recommend", "--budget", "3", "--catalog", "{dir}/columns.csv"], "lacks column"),
+    (["recommend", "--budget", "3", "--catalog", "{dir}/fractional.csv"], "=1.5 must be a whole"),
+    (["recommend", "--budget", "3", "--catalog", "{dir}/absurd.csv"], "peak_flops=1e+20"),
+    (["recommend", "--budget", "3", "--catalog", "{dir}/negative.csv"], "ondemand_price=-1"),
+    (["recommend", "--budget", "3", "--throughput", "{dir}/throughput.csv"], "flops"),
+    (["recommend", "--budget", "3", "--quotas", "{dir}/quotas.csv"], "'reserved'"),
+    (["recommend", "--budget", "3", "--store", "{dir}/plain.txt"], "plain.txt' is a file"),
+    (["recommend", "--budget", "3", "--store", "{dir}/plain.txt/s"], "which is a file"),
+    (["recommend", "--budget", "3", "--store", "s3://bucket/x"], "s3://"),
+    (["recommend", "--budget", "3", "--store", "{store}", "--scenario", LONG], "200 characters"),
+    (["recommend"], "--budget"),
+    # sweep and compare
+    (["sweep", "--budgets", "0:1e6:0.1"], "10,000,000 budgets"),
+    (["sweep", "--budgets", "5:1:1"], "'5:1:1'"),
+    (["sweep", "--budgets", "-1:3:1"], "'-1:3:1'"),
+    (["sweep", "--budgets", "a,b"], "'a,b'"),
+    (["sweep", "--budgets", "1,nan"], "'1,nan'"),
+    (["sweep", "--budgets", "1,2", "--out", "x.csv"], "'x.csv'"),
+    (["sweep", "--budgets", "1,2", "--out", "{dir}/plain.txt/x.parquet"], "which is a file"),
+    (["sweep", "--budgets", "1,2", "--plot", "x.jpg"], "'x.jpg'"),
+    (["compare", "--budget", "3"], "--work"),
+    (["compare", "--budget", "3", "--work", "-1"], "--work: '-1'"),
+    (
+        ["compare", "--budget", "3", "--work", "1e18", "--out", "{dir}/folder"],
+        "/folder' must end in .parquet",
+    ),
+    # catalog and flopp
+    (["catalog", "--max-price", "nan"], "--max-price: 'nan'"),
+    (["catalog", "--kind", "tpu"], "'tpu'"),
+    (["catalog", "--catalog", "/nope.csv"], "/nope.csv"),
+    (["flopp", "--workload", "gpt3"], "'gpt3'"),
+    (["flopp", "--market", "reserved"], "'reserved'"),
+    (["flopp", "--store", "{dir}/plain.txt"], "plain.txt' is a file"),
+    # benchmark
+    (["benchmark", "--workload", "tiny", "--device", "cuda"], "'cuda' is not available"),
+    (["benchmark", "--workload", "tiny", "--device", "gpu"], "'gpu'"),
+    (["benchmark", "--workload", "tiny", "--device", "cuda:7"], "'cuda:7'"),
+    (["benchmark", "--warmup", "-1"], "--warmup: '-1'"),
+    (["benchmark", "--steps", "1"], "--steps: '1'"),
+    (["benchmark", "--batch-size", "0"], "--batch-size: '0'"),
+    (["benchmark", "--workload", "gpt3"], "'gpt3'"),
+    (["benchmark", "--workload", "tiny", "--instance-type", LONG], "200 characters"),
+    (["benchmark", "--workload", "tiny", "--store", "{dir}/plain.txt/s"], "which is a file"),
+    # benchmark-scaling
+    (["benchmark-scaling", "--nodes", "2,3"], "'2,3'"),
+    (["benchmark-scaling", "--nodes", "a"], "'a'"),
+    (["benchmark-scaling", "--nodes", "1,1000"], "'1,1000'"),
+    (["benchmark-scaling", "--steps", "0"], "--steps: '0'"),
+    # simulate
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "4",
+            "--interruption-rate",
+            "0.1",
+            "--work-hours",
+            "1",
+            "--hourly-cost",
+            "-3",
+        ],
+        "--hourly-cost: '-3'",
+    ),
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "4",
+            "--interruption-rate",
+            "0.1",
+            "--work-hours",
+            "1",
+            "--seed",
+            "-1",
+        ],
+        "--seed: '-1'",
+    ),
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "4",
+            "--interruption-rate",
+            "0.1",
+            "--work-hours",
+            "inf",
+        ],
+        "--work-hours: 'inf'",
+    ),
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "4",
+            "--interruption-rate",
+            "0.1",
+            "--work-hours",
+            "1",
+            "--runs",
+            "1e9",
+        ],
+        "--runs: '1e9'",
+    ),
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "4",
+            "--interruption-rate",
+            "1.5",
+            "--work-hours",
+            "1",
+        ],
+        "--interruption-rate: '1.5'",
+    ),
+    (
+        [
+            "simulate",
+            "preemption",
+            "--n-spot",
+            "-1",
+            "--interruption-rate",
+            "0.1",
+            "--work-hours",
+            "1",
+        ],
+        "--n-spot: '-1'",
+    ),
+    (["simulate", "preemption", "--n-spot", "4"], "--interruption-rate"),
+    (["simulate", "preemption", "--instance-type", "nope", "--work-hours", "1"], "'nope'"),
+    (
+        ["simulate", "preemption", "--instance-type", "g4dn.xlarge", "--work", "nan"],
+        "--work: 'nan'",
+    ),
+    # prices
+    (["prices", "refresh", "--store", "{store}", "--date", "typo"], "--date: 'typo'"),
+    (["prices", "refresh", "--store", "{store}", "--date", "2026-13-45"], "'2026-13-45'"),
+    (["prices", "refresh", "--store", "{store}", "--source", "bogus"], "'bogus'"),
+    (["prices", "refresh", "--store", "{store}", "--timeout", "0"], "--timeout: '0'"),
+    (["prices", "refresh", "--store", "{store}", "--source", "skypilot"], "--skypilot-csv"),
+    (["prices", "refresh", "--store", "{store}", "--regions", ","], "--regions ','"),
+    (["prices", "show", "--store", "{dir}/plain.txt"], "plain.txt' is a file"),
+    # nightly
+    (["nightly", "--store", "{store}", "--date", "typo"], "--date: 'typo'"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/folder"], "/folder' is a folder"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/bad.toml"], "not valid TOML"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/policies.toml"], "policies=5"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/collide.toml"], "'a/b'"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/gpt3.toml"], "'gpt3'"),
+    (["nightly", "--store", "{store}", "--timeout", "-1"], "--timeout: '-1'"),
+    (["nightly", "--store", "{dir}/plain.txt"], "plain.txt' is a file"),
+    # fit
+    (["fit", "--store", "{store}"], "no scaling rows"),
+    (["fit", "--scaling", "/nope.csv"], "/nope.csv"),
+    (["fit", "--scaling", "/nope.csv", "--plot", "{dir}/plain.txt"], "plain.txt' is a file"),
+    # the command itself
+    (["bogus"], "'bogus'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_input(files, capsys, monkeypatch, argv, fragment):
+    store = Path(files["store"])
+    monkeypatch.setenv("DEEPVM_STORE", str(store))  # commands that default to a store
+    monkeypatch.chdir(files["dir"])
+    before = tree_hash(store)
+    argv = [a.format(**files) for a in argv]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("deepvm: error: ") and fragment in lines[0], lines[0]
+    assert captured.out == ""
+    assert tree_hash(store) == before
+
+
+def test_the_table_is_large_and_covers_every_command():
+    assert len(CASES) >= 60
+    commands = {argv[0] for argv, _ in CASES}
+    assert commands >= {
+        "recommend", "sweep", "compare", "catalog", "flopp", "benchmark",
+        "benchmark-scaling", "simulate", "prices", "nightly", "fit",
+    }  # fmt: skip
