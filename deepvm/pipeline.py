@@ -29,7 +29,7 @@ from deepvm.config import (
     DEFAULT_PRICE_TIMEOUT_S,
 )
 from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
-from deepvm.scenarios import Scenario
+from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store import Store, StoreLike, check_date
 
 log = logging.getLogger("deepvm")
@@ -264,6 +264,9 @@ def replan(
                 work_flops=job.total_work,
                 deadline_h=job.deadline_hours,
             )
+        except ParameterError as exc:  # named as the scenarios file and the flows name it
+            outcomes.append(PlanOutcome(job.name, None, exc.render(scenario_key)))
+            continue
         except DeepvmError as exc:
             outcomes.append(PlanOutcome(job.name, None, str(exc)))
             continue

@@ -26,6 +26,15 @@ OPTIONAL = (
 )
 
 
+# The library's parameter names as the scenarios file (and the flows) spell them.
+_KEYS = {"work_flops": "total_work", "deadline_h": "deadline_hours"}
+
+
+def scenario_key(param: str) -> str:
+    """A library parameter (``deadline_h``) by its scenarios-file key (``deadline_hours``)."""
+    return _KEYS.get(param, param)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str

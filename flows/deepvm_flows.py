@@ -24,7 +24,7 @@ from deepvm import pipeline
 from deepvm.errors import ParameterError
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, recommendations_markdown
-from deepvm.scenarios import Scenario
+from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store import Store, StoreLike, store_root
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
 
@@ -47,12 +47,11 @@ DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
 ALL_POLICIES = PolicyName("all")
 
 # The library's parameter names as these flows call them (errors name the field).
-FLOW_NAMES = {
-    "work_flops": "total_work",
-    "deadline_h": "deadline_hours",
-    "snapshot_date": "snapshot_date",
-    "timeout_s": "price_timeout_s",
-}
+FLOW_NAMES = {"timeout_s": "price_timeout_s"}
+
+
+def flow_name(param: str) -> str:
+    return FLOW_NAMES.get(param) or scenario_key(param)
 
 
 def _store(store: str | None) -> str:
@@ -71,7 +70,7 @@ def _flow_names() -> Iterator[None]:
     try:
         yield
     except ParameterError as exc:
-        raise ValueError(exc.render(lambda p: FLOW_NAMES.get(p, p))) from None
+        raise ValueError(exc.render(flow_name)) from None
 
 
 # --- tasks: one library call each --------------------------------------------------
@@ -221,7 +220,23 @@ def recommend(
         ),
     ] = None,
 ) -> list[dict[str, object]]:
-    """One job, planned on the store's newest prices (or the shipped snapshot)."""
+    """One job, planned on the store's newest prices (or the shipped snapshot).
+
+    Args:
+        budget: USD per hour for the whole cluster.
+        workload: the sample workload to plan for.
+        checkpoint_gb: checkpoint size in GB (default: the model's weights + Adam state).
+        objective: throughput, paper, goodput, or cost (cost needs the work).
+        policies: policies to show side by side (all: the five).
+        top: clusters per optimised policy.
+        work_pflop: training work in PFLOP (1 PFLOP = 1e15 FLOP), e.g. 2000 for 2e18 FLOPs.
+        epochs: or the work as epochs (with dataset_size).
+        dataset_size: samples per epoch (with epochs).
+        deadline_hours: objective cost: bound on the expected makespan, hours.
+        scenario: the job's name in the store.
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+        total_work: training FLOPs, for API callers (in the form, use work_pflop).
+    """
     uri = _store(store)
     with _flow_names():
         if work_pflop is not None:

@@ -142,3 +142,38 @@ def test_fit_overhead_flow(tmp_path):
     Store.open(tmp_path).write("scaling", rows, partition="2026-12-01", name="g5")
     assert f.fit_overhead(store=str(tmp_path)) == 5
     assert f.fit_overhead(store=str(tmp_path)) is None  # nothing newer than the fit
+
+
+def test_forms_offer_choices_and_describe_every_field():
+    from prefect.utilities.callables import parameter_schema
+
+    from deepvm.workloads import WORKLOADS
+
+    schema = parameter_schema(f.recommend).model_dump_for_openapi()
+    props, defs = schema["properties"], schema["definitions"]
+    workload_ref = props["workload"]["$ref"].split("/")[-1]
+    assert set(defs[workload_ref]["enum"]) == set(WORKLOADS)
+    policy_ref = props["policies"]["items"]["$ref"].split("/")[-1]
+    assert "gpt3" not in defs[policy_ref]["enum"] and "deepvm" in defs[policy_ref]["enum"]
+    for name in ("budget", "work_pflop", "epochs", "dataset_size", "deadline_hours", "store"):
+        assert props[name].get("description"), name
+    bench = parameter_schema(f.benchmark).model_dump_for_openapi()
+    assert bench["properties"]["workloads"]["items"]["$ref"].endswith("WorkloadName")
+
+
+def test_recommend_flow_refuses_an_unknown_workload_before_running(tmp_path):
+    from prefect.exceptions import ParameterTypeError
+
+    with pytest.raises(ParameterTypeError, match="workload: Input should be 'resnet18'"):
+        f.recommend(budget=3.0, workload="gpt3", store=str(tmp_path))
+    assert not tmp_path.joinpath("recommendations").exists()
+
+
+def test_work_in_pflop_survives_the_form_and_errors_name_flow_fields(tmp_path):
+    recs = f.recommend(
+        budget=3.0, objective="cost", work_pflop=2000, top=1, policies=["deepvm"],
+        store=str(tmp_path),
+    )  # fmt: skip
+    assert recs[0]["work_flops"] == pytest.approx(2e18)
+    with pytest.raises(RuntimeError, match="deadline_hours 5 applies to objective cost"):
+        f.recommend(budget=3.0, deadline_hours=5, store=str(tmp_path))
