@@ -421,3 +421,30 @@ def test_superlinear_speedups_are_not_fitted_and_negative_r2_is_warned(tmp_path,
     assert "speedup 5 at 2 nodes is above the node count" in capsys.readouterr().err
     flat = Fit("g", "w", SpeedupModel("linear", {}), 1.0, 1.0, -0.5, 3, selected=True)
     assert "r2 = -0.5 < 0" in fit_warnings([flat])[0]
+
+
+def test_a_foreign_parquet_file_in_the_store_is_named(night1, capsys):
+    foreign = night1 / "prices" / f"snapshot_date={DAY1}" / "part-other.parquet"
+    pd.DataFrame({"x": [1]}).to_parquet(foreign)
+    before = tree_hash(night1)
+    assert main(["recommend", "--budget", "3", "--store", str(night1)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(foreign) in err[0] and "not a deepvm 'prices' file" in err[0]
+    assert tree_hash(night1) == before
+
+
+def test_a_read_only_store_is_refused_before_any_work(tmp_path, capsys):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("mounting a tmpfs needs privileges this machine does not give")
+    try:
+        store = mount / "store"
+        assert main(["prices", "refresh", "--store", str(store)]) == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        capsys.readouterr()
+        assert main(["recommend", "--budget", "3", "--store", str(store)]) == 2
+        err = capsys.readouterr().err
+        assert "is not writable" in err and str(store) in err
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
