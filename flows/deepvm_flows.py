@@ -147,7 +147,15 @@ def refresh_prices(
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
 ) -> dict[str, object]:
-    """Fetch current prices into the store (stale fallback if the source fails)."""
+    """Fetch current prices into the store (stale fallback if the source fails).
+
+    Args:
+        source: snapshot, aws, azure, skypilot, or a catalog file path.
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+        snapshot_date: the snapshot's date, YYYY-MM-DD (default: today, UTC).
+        regions: regions to fetch (aws, azure).
+        price_timeout_s: one deadline in seconds for the whole fetch, retries included.
+    """
     with _flow_names():
         result = refresh_prices_task(_store(store), source, snapshot_date, regions, price_timeout_s)
     logger = get_run_logger()
@@ -285,7 +293,13 @@ def benchmark(
     ] = None,
     store: StoreUri = None,
 ) -> list[dict[str, object]]:
-    """Measure the machine this flow runs on (its work pool's worker)."""
+    """Measure the machine this flow runs on (its work pool's worker).
+
+    Args:
+        workloads: sample workloads to measure.
+        instance_type: record as this instance type (default: cloud metadata).
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+    """
     from deepvm.bench.run import benchmark_frame, identify, run_benchmarks
     from deepvm.results import write_benchmarks
 
@@ -322,7 +336,16 @@ def nightly(
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> change report (artifact). Every table's rows are staged and
-    published together when all tasks succeeded: a failed night changes nothing."""
+    published together when all tasks succeeded: a failed night changes nothing.
+
+    Args:
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+        scenarios_path: registered jobs (TOML); default: the shipped file.
+        price_source: snapshot, aws, azure, skypilot, or a catalog file path.
+        price_regions: regions to fetch; the first is planned in.
+        snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
+        price_timeout_s: one deadline in seconds for the whole fetch, retries included.
+    """
     from deepvm.scenarios import load_scenarios
 
     logger = get_run_logger()

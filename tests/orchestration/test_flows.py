@@ -159,6 +159,9 @@ def test_forms_offer_choices_and_describe_every_field():
         assert props[name].get("description"), name
     bench = parameter_schema(f.benchmark).model_dump_for_openapi()
     assert bench["properties"]["workloads"]["items"]["$ref"].endswith("WorkloadName")
+    for flow in (f.nightly, f.refresh_prices, f.benchmark):
+        fields = parameter_schema(flow).model_dump_for_openapi()["properties"]
+        assert all(p.get("description") for p in fields.values()), flow.name
 
 
 def test_recommend_flow_refuses_an_unknown_workload_before_running(tmp_path):
