@@ -23,6 +23,7 @@ __all__ = [
     "compare",
     "flopp_table",
     "load_catalog",
+    "load_inputs",
     "recommend",
     "sweep",
 ]
@@ -41,6 +42,7 @@ _LAZY = {
     "SpeedupModel": "deepvm.overhead",
     "Store": "deepvm.store",
     "flopp_table": "deepvm.flopp",
+    "load_inputs": "deepvm.store_inputs",
 }
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from deepvm.overhead import SpeedupModel
     from deepvm.planner import Inputs, Recommendation, compare, recommend, sweep
     from deepvm.store import Store
+    from deepvm.store_inputs import load_inputs
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,7 @@ from deepvm.config import (
     DEFAULT_TOP,
     DEFAULT_WORKLOAD,
     ENV_STORE,
+    MAX_NAME_LENGTH,
 )
 from deepvm.errors import DeepvmError, ParameterError
 
@@ -100,9 +101,19 @@ def date_text(text: str) -> str:
         ) from None
 
 
+def name_text(text: str) -> str:
+    """An argparse type: a name that becomes a store file name (not blank, not over-long)."""
+    if not text.strip() or len(text) > MAX_NAME_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is {len(text)} characters long; use 1 to {MAX_NAME_LENGTH}"
+        )
+    return text
+
+
 POSITIVE = number(gt=0)
 NON_NEGATIVE = number(ge=0)
-COUNT = number(ge=1, integer=True)
+SMALL_COUNT = number(ge=1, le=1000, integer=True)  # --top, checkpoint versions
+NODE_COUNT = number(ge=1, le=MAX_NODES_CAP, integer=True)
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:
@@ -185,7 +196,7 @@ def _add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--checkpoint-versions",
-        type=number(ge=1, le=1000, integer=True),
+        type=SMALL_COUNT,
         default=DEFAULT_CHECKPOINT_VERSIONS,
         metavar="K",
         help="checkpoint versions the remote tier holds (default: 2)",
@@ -226,7 +237,7 @@ def _add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-nodes",
-        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
+        type=NODE_COUNT,
         default=DEFAULT_MAX_NODES,
         metavar="N",
         help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
@@ -273,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--top",
-        type=number(ge=1, le=1000, integer=True),
+        type=SMALL_COUNT,
         default=DEFAULT_TOP,
         metavar="K",
         help=f"distinct configurations per optimised policy (default: {DEFAULT_TOP})",
@@ -286,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument(
         "--scenario",
+        type=name_text,
         help="name of this job in the store (default: derived from workload, budget and objective)",
     )
     _add_job(rec)
@@ -329,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--budget", type=POSITIVE, required=True, metavar="USD_PER_HOUR")
     cmp_.add_argument(
         "--top",
-        type=number(ge=1, le=1000, integer=True),
+        type=SMALL_COUNT,
         default=DEFAULT_TOP,
         metavar="K",
         help=f"deepvm clusters (default: {DEFAULT_TOP})",
@@ -398,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bn.add_argument(
         "--instance-type",
+        type=name_text,
         metavar="TYPE",
         help="record as this instance type (default: cloud metadata, else local:<cpu model>)",
     )
@@ -486,14 +499,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument(
         "--n-workers",
-        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
+        type=NODE_COUNT,
         metavar="N",
         help="GPU nodes (default: 8)",
     )
     config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
     config.add_argument(
         "--n-remote",
-        type=number(ge=1, le=MAX_NODES_CAP, integer=True),
+        type=NODE_COUNT,
         default=1,
         metavar="M",
         help="tiering: nodes",
@@ -502,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--checkpoint-gb", type=NON_NEGATIVE, metavar="GB")
     config.add_argument(
         "--checkpoint-versions",
-        type=number(ge=1, le=1000, integer=True),
+        type=SMALL_COUNT,
         default=DEFAULT_CHECKPOINT_VERSIONS,
         metavar="K",
     )
@@ -598,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="steps per world size",
     )
-    sc.add_argument("--instance-type", metavar="TYPE")
+    sc.add_argument("--instance-type", type=name_text, metavar="TYPE")
     sc.add_argument("--store", metavar="URI", help="write the scaling rows to this store")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
@@ -649,9 +662,9 @@ def _json_safe(value: Any) -> Any:
 
 
 def _inputs(args: argparse.Namespace) -> Any:
-    from deepvm.planner import Inputs
+    from deepvm.store_inputs import load_inputs
 
-    return Inputs.load(
+    return load_inputs(
         catalog=args.catalog,
         throughput=args.throughput,
         overhead=args.overhead,
@@ -762,10 +775,6 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
     store_uri = _writable_store(args.store or os.environ.get(ENV_STORE))
-    if args.scenario is not None:
-        from deepvm.store import check_name
-
-        check_name(args.scenario, "--scenario")
     result = recommend(
         args.budget,
         workload=args.workload,
@@ -1015,9 +1024,10 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
-    from deepvm.flopp import flopp_table, latest_measurements, load_throughput, merge_measurements
+    from deepvm.flopp import flopp_table, load_throughput, merge_measurements
     from deepvm.planner.fleet import build_fleet
     from deepvm.quotas import load_quotas
+    from deepvm.store_inputs import latest_measurements
 
     _writable_store(args.store)
     catalog = load_catalog(args.catalog, region=args.region)
@@ -1113,10 +1123,6 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     for name in names:
         get_workload(name)  # bad names fail before anything runs
     store = _writable_store(args.store)
-    if args.instance_type is not None:
-        from deepvm.store import check_name
-
-        check_name(args.instance_type, "--instance-type")
     require_torch()
     from deepvm.bench.run import (
         OK,
@@ -1206,10 +1212,6 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
             "cluster run the scaling module under torchrun (README)"
         )
     store = _writable_store(args.store)
-    if args.instance_type is not None:
-        from deepvm.store import check_name
-
-        check_name(args.instance_type, "--instance-type")
     require_torch()
     from deepvm.bench.scaling import measure_scaling, scaling_frame
 
@@ -1245,7 +1247,8 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from deepvm.fitting import fit_all, fit_warnings, load_scaling, store_scaling
+    from deepvm.fitting import fit_all, fit_warnings, load_scaling
+    from deepvm.store_inputs import store_scaling
 
     store = args.store or os.environ.get(ENV_STORE)
     if args.store:

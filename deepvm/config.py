@@ -27,3 +27,5 @@ DEFAULT_PRICE_BACKOFF_S = 2.0
 
 # Caps on one request (past them it is a mistake that would run for hours).
 MAX_SWEEP_BUDGETS = 100_000
+# Names that become store file names (scenarios, instance types) are at most this long.
+MAX_NAME_LENGTH = 120

@@ -16,7 +16,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +23,6 @@ import pandas as pd
 
 from deepvm.errors import InputError
 from deepvm.overhead import MODEL_PARAMS, SpeedupModel, speedup
-
-if TYPE_CHECKING:
-    from deepvm.store import StoreLike
 
 MIN_NODE_COUNTS = 3
 SELECT_RTOL = 0.05
@@ -131,21 +127,6 @@ def load_scaling(path: str | Path) -> pd.DataFrame:
     from deepvm.inputs import read_table
 
     return scaling_points(read_table(path, ("instance_type", "workload", "n_nodes"), "scaling"))
-
-
-def store_scaling(store_uri: StoreLike) -> pd.DataFrame:
-    """The newest run's scaling rows of each (instance type, workload) in a store."""
-    from deepvm.store import Store
-
-    df = Store.open(store_uri).read("scaling")
-    if df.empty:
-        raise InputError(
-            f"store {str(store_uri)!r} has no scaling rows; run "
-            "`deepvm benchmark-scaling --store ...` first"
-        )
-    df = df.sort_values(["run_date", "measured_at"])
-    latest = df.groupby(["instance_type", "workload"])["run_id"].transform("last")
-    return scaling_points(df[df["run_id"] == latest].reset_index(drop=True))
 
 
 # --- fitting ----------------------------------------------------------------------
@@ -315,32 +296,3 @@ def fits_frame(fits: Sequence[Fit]) -> pd.DataFrame:
             for f in fits
         ]
     )
-
-
-def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
-    """The selected models of the newest fit per group in a store, as an overhead
-    table (instance_type, workload, model, a, b, c, p, alpha, beta, source)."""
-    from deepvm.store import Store
-
-    df = Store.open(store_uri).read("overhead_models")
-    df = df[df["selected"]]
-    if df.empty:
-        return None
-    df = df.sort_values("fitted_date").groupby(["instance_type", "workload"]).tail(1)
-    rows = []
-    for r in df.to_dict("records"):
-        params = json.loads(r["params"])
-        rows.append(
-            {
-                "instance_type": r["instance_type"],
-                "workload": r["workload"],
-                "model": r["model"],
-                **params,
-                "source": f"fitted:{r['fitted_date']}",
-            }
-        )
-    table = pd.DataFrame(rows)
-    for column in ("a", "b", "c", "p", "alpha", "beta"):
-        if column not in table:
-            table[column] = np.nan
-    return table.reset_index(drop=True)

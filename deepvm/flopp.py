@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from deepvm.catalog import Catalog
 from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
-
-if TYPE_CHECKING:
-    from deepvm.store import StoreLike
 
 # Fraction of peak dense FP16/BF16 FLOP/s that data-parallel training of a
 # mid-size model reaches on one node. Published model-FLOPs-utilisation figures
@@ -38,22 +34,6 @@ def load_throughput(path: str | Path) -> pd.DataFrame:
     reject_duplicates(df, ["instance_type", "workload"], "throughput")
     df["source"] = f"file {Path(path).name}"
     return df[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
-
-
-def latest_measurements(store_uri: StoreLike) -> pd.DataFrame:
-    """The latest successful benchmark per (instance type, workload) in a store,
-    as throughput rows: instance_type, workload, flops, source. Failed rows and
-    rows without a positive FLOP/s are never used."""
-    from deepvm.store import Store
-
-    df = Store.open(store_uri).read("benchmarks")
-    ok = df[(df["status"] == "ok") & (df["achieved_flops"].astype(float) > 0)]
-    if ok.empty:
-        return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source"])
-    latest = ok.sort_values("measured_at").groupby(["instance_type", "workload"]).tail(1)
-    out = latest.rename(columns={"achieved_flops": "flops"})
-    out = out.assign(source="benchmark " + out["run_date"].astype(str))
-    return out[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
 
 
 def merge_measurements(*tables: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from deepvm.catalog.common import Catalog
 from deepvm.catalog.sources import (
     PriceData,
-    catalog_from_tables,
     fill_interruption_rates,
     get_source,
 )
@@ -89,7 +87,6 @@ def refresh_prices(
     Bad input (an unknown source, an invalid catalog) is raised at once.
     """
     from deepvm.catalog.http import fetch_with_deadline, is_transient
-    from deepvm.errors import InputError
 
     if not timeout_s > 0 or not math.isfinite(timeout_s):
         raise ParameterError("timeout_s", timeout_s, "must be a positive number of seconds")
@@ -149,26 +146,6 @@ def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) 
     return PriceRefresh(date, source, True, len(carried), attempts, error, fallback_from=newest)
 
 
-def catalog_from_store(
-    store_uri: StoreLike, snapshot_date: str | None = None, region: str | None = None
-) -> Catalog:
-    """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
-    store = Store.open(store_uri)
-    prices = store.read("prices")
-    instances = store.read("instances")
-    if prices.empty or instances.empty:
-        raise DeepvmError(
-            f"store {str(store_uri)!r} has no prices yet: run "
-            "`deepvm nightly` or the refresh-prices flow first"
-        )
-    if snapshot_date is not None:
-        prices = prices[prices["snapshot_date"] <= snapshot_date]
-    newest = prices["snapshot_date"].max()
-    snap = prices[prices["snapshot_date"] == newest]
-    label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")
-    return catalog_from_tables(instances, snap, label, region)
-
-
 # --- FLOPP, refit -------------------------------------------------------------------
 
 
@@ -183,8 +160,9 @@ def compute_flopp(
     """FLOPP rows per workload on the date's prices. ``prices``: the refresh that
     produced them, so that a failed source is named as the cause when the
     snapshot carried forward lacks the region."""
-    from deepvm.flopp import flopp_table, latest_measurements
+    from deepvm.flopp import flopp_table
     from deepvm.results import write_flopp
+    from deepvm.store_inputs import catalog_from_store, latest_measurements
 
     date = snapshot_date or today()
     try:
@@ -205,8 +183,9 @@ def compute_flopp(
 
 def refit_if_new(store_uri: StoreLike) -> list[object] | None:
     """Refit the overhead models when scaling rows are newer than the last fit."""
-    from deepvm.fitting import fit_all, fit_warnings, store_scaling
+    from deepvm.fitting import fit_all, fit_warnings
     from deepvm.results import write_fits
+    from deepvm.store_inputs import store_scaling
 
     store = Store.open(store_uri)
     scaling = store.read("scaling")
@@ -244,11 +223,12 @@ def replan(
 ) -> list[PlanOutcome]:
     """Re-plan every job on the store's newest prices; one job's failure (an
     infeasible budget, say) is reported and the others still run."""
-    from deepvm.planner.api import Inputs, recommend
+    from deepvm.planner.api import recommend
     from deepvm.results import write_recommendations
+    from deepvm.store_inputs import load_inputs
 
     date = snapshot_date or today()
-    inputs = Inputs.load(store=store_uri, region=region, snapshot_date=date)
+    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date)
     outcomes = []
     for job in scenarios:
         try:

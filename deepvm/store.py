@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
 from deepvm.config import ENV_STORE as ENV_STORE
+from deepvm.config import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 from deepvm.errors import InputError, ParameterError, StoreError
 
 SCHEMA_VERSION = "1"
@@ -226,7 +227,6 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
 
 # Names that become file names: what a writer names its file (a scenario, an
 # instance type, a workload, a price source), made file-safe.
-MAX_NAME_LENGTH = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # Work in progress lives here, outside every table folder, under names that no
@@ -517,7 +517,7 @@ class Store:
         if rel in self._tx.staged:
             other = self._tx.staged[rel][1]
         elif (self.root / rel).exists():
-            with contextlib.suppress(Exception):  # an unreadable file is replaced, not read
+            with contextlib.suppress(OSError, pa.ArrowException):  # unreadable: just replaced
                 meta = pq.read_schema(self.root / rel).metadata or {}
                 other = meta[_NAME_KEY].decode() if _NAME_KEY in meta else None
         if other is not None and other != name:

@@ -6,20 +6,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
 from deepvm.config import MAX_SWEEP_BUDGETS
 from deepvm.errors import InfeasibleError, InputError, ParameterError
-from deepvm.flopp import (
-    MeasurementUse,
-    latest_measurements,
-    load_throughput,
-    measurement_use,
-    merge_measurements,
-)
+from deepvm.flopp import MeasurementUse, load_throughput, measurement_use, merge_measurements
 from deepvm.overhead import (
     SaturationModel,
     load_overhead_table,
@@ -48,8 +41,16 @@ from deepvm.planner.policies import (
 from deepvm.quotas import Quotas, load_quotas
 from deepvm.workloads import DEFAULT_WORKLOAD, WORKLOADS
 
-if TYPE_CHECKING:
-    from deepvm.store import StoreLike
+
+@dataclass(frozen=True)
+class StoredInputs:
+    """What a store adds to the input files: its newest prices as a catalog, its
+    latest benchmarks as throughput rows, its selected overhead fits. Read above
+    the planner (deepvm.store_inputs); the planner never opens a store."""
+
+    catalog: Catalog | None = None
+    measured: pd.DataFrame | None = None
+    fitted_overhead: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -71,32 +72,33 @@ class Inputs:
         overhead: str | Path | None = None,
         quotas: str | Path | None = None,
         region: str | None = None,
-        store: StoreLike | None = None,
         saturation: str | Path | None = None,
-        snapshot_date: str | None = None,
         interruptions: str | Path | None = None,
+        stored: StoredInputs | None = None,
     ) -> Inputs:
-        """Read the input files (None: the shipped data, or the store's newest
-        prices). User overhead rows take precedence over fitted ones in ``store``
-        and those over the shipped defaults; ``throughput`` rows over the latest
-        successful benchmarks in ``store``. ``snapshot_date`` picks the
-        store's newest prices at or before that date; ``interruptions`` overrides
-        the catalog's spot interruption rates per instance type."""
-        from deepvm.fitting import fitted_overhead_table
-
+        """Read the input files (None: the shipped data) and join what a store
+        holds (``stored``, read by :func:`deepvm.store_inputs.load_inputs`).
+        Precedence: a catalog file, else the store's prices, else the shipped
+        snapshot; user overhead rows, then the store's fits, then the shipped
+        defaults; ``throughput`` rows over the store's benchmarks.
+        ``interruptions`` overrides the catalog's spot interruption rates."""
+        stored = stored or StoredInputs()
         tables = [load_overhead_table(overhead)] if overhead is not None else []
-        fitted = fitted_overhead_table(store) if store is not None else None
-        if fitted is not None:
-            tables.append(fitted)
+        if stored.fitted_overhead is not None:
+            tables.append(stored.fitted_overhead)
         tables.append(shipped_overhead_table())
-        planned = _catalog(catalog, store, region, snapshot_date)
+        planned = (
+            stored.catalog
+            if catalog is None and stored.catalog is not None
+            else load_catalog(catalog, region=region)
+        )
         if interruptions is not None:
             planned = with_interruptions(planned, load_interruptions(interruptions))
         return cls(
             catalog=planned,
             quotas=load_quotas(quotas),
             measured=merge_measurements(
-                latest_measurements(store) if store is not None else None,
+                stored.measured,
                 load_throughput(throughput) if throughput is not None else None,
             ),
             overhead_tables=tuple(tables),
@@ -114,23 +116,6 @@ class Inputs:
             overhead_tables=self.overhead_tables,
             saturation=self.saturation,
         )
-
-
-def _catalog(
-    path: str | Path | None,
-    store: StoreLike | None,
-    region: str | None,
-    snapshot_date: str | None = None,
-) -> Catalog:
-    """A catalog file wins; else the store's newest price snapshot, when it has one
-    (after `deepvm prices refresh` or a nightly run); else the shipped snapshot."""
-    if path is None and store is not None:
-        from deepvm.pipeline import catalog_from_store
-        from deepvm.store import Store
-
-        if Store.open(store).has("prices"):
-            return catalog_from_store(store, snapshot_date, region)
-    return load_catalog(path, region=region)
 
 
 def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:

@@ -1,0 +1,141 @@
+"""What the store holds, read as planning inputs: the newest price snapshot as a
+catalog, the latest successful benchmarks as throughput rows, the selected
+overhead fits, the newest scaling points; and :func:`load_inputs`, which joins
+them with the user's files into the planner's :class:`~deepvm.planner.Inputs`.
+
+This layer sits above the planner (docs/ARCHITECTURE.md, "Layers"): the planner
+takes what is read here and never opens the store itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from deepvm.catalog.common import Catalog
+from deepvm.catalog.sources import catalog_from_tables
+from deepvm.errors import DeepvmError, InputError
+from deepvm.fitting import scaling_points
+from deepvm.flopp import THROUGHPUT_COLUMNS
+from deepvm.planner.api import Inputs, StoredInputs
+from deepvm.store import Store, StoreLike
+
+
+def load_inputs(
+    *,
+    store: StoreLike | None = None,
+    snapshot_date: str | None = None,
+    catalog: str | Path | None = None,
+    throughput: str | Path | None = None,
+    overhead: str | Path | None = None,
+    quotas: str | Path | None = None,
+    region: str | None = None,
+    saturation: str | Path | None = None,
+    interruptions: str | Path | None = None,
+) -> Inputs:
+    """The planner's inputs from the user's files and, with ``store``, what the
+    store holds (see :meth:`Inputs.load` for which wins). ``snapshot_date``
+    picks the store's newest prices at or before that date."""
+    return Inputs.load(
+        catalog=catalog,
+        throughput=throughput,
+        overhead=overhead,
+        quotas=quotas,
+        region=region,
+        saturation=saturation,
+        interruptions=interruptions,
+        stored=read_stored(store, snapshot_date, region, with_catalog=catalog is None)
+        if store is not None
+        else StoredInputs(),
+    )
+
+
+def read_stored(
+    store_uri: StoreLike, snapshot_date: str | None, region: str | None, *, with_catalog: bool
+) -> StoredInputs:
+    """The store's part of the inputs: prices (when it has any and ``with_catalog``),
+    benchmarks and fits."""
+    store = Store.open(store_uri)
+    planned = (
+        catalog_from_store(store, snapshot_date, region)
+        if with_catalog and store.has("prices")
+        else None
+    )
+    return StoredInputs(planned, latest_measurements(store), fitted_overhead_table(store))
+
+
+def catalog_from_store(
+    store_uri: StoreLike, snapshot_date: str | None = None, region: str | None = None
+) -> Catalog:
+    """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
+    store = Store.open(store_uri)
+    prices = store.read("prices")
+    instances = store.read("instances")
+    if prices.empty or instances.empty:
+        raise DeepvmError(
+            f"store {str(store_uri)!r} has no prices yet: run "
+            "`deepvm nightly` or the refresh-prices flow first"
+        )
+    if snapshot_date is not None:
+        prices = prices[prices["snapshot_date"] <= snapshot_date]
+    newest = prices["snapshot_date"].max()
+    snap = prices[prices["snapshot_date"] == newest]
+    label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")
+    return catalog_from_tables(instances, snap, label, region)
+
+
+def latest_measurements(store_uri: StoreLike) -> pd.DataFrame:
+    """The latest successful benchmark per (instance type, workload) in a store,
+    as throughput rows: instance_type, workload, flops, source. Failed rows and
+    rows without a positive FLOP/s are never used."""
+    df = Store.open(store_uri).read("benchmarks")
+    ok = df[(df["status"] == "ok") & (df["achieved_flops"].astype(float) > 0)]
+    if ok.empty:
+        return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source"])
+    latest = ok.sort_values("measured_at").groupby(["instance_type", "workload"]).tail(1)
+    out = latest.rename(columns={"achieved_flops": "flops"})
+    out = out.assign(source="benchmark " + out["run_date"].astype(str))
+    return out[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
+
+
+def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
+    """The selected models of the newest fit per group in a store, as an overhead
+    table (instance_type, workload, model, a, b, c, p, alpha, beta, source)."""
+    df = Store.open(store_uri).read("overhead_models")
+    df = df[df["selected"]]
+    if df.empty:
+        return None
+    df = df.sort_values("fitted_date").groupby(["instance_type", "workload"]).tail(1)
+    rows = []
+    for r in df.to_dict("records"):
+        params = json.loads(r["params"])
+        rows.append(
+            {
+                "instance_type": r["instance_type"],
+                "workload": r["workload"],
+                "model": r["model"],
+                **params,
+                "source": f"fitted:{r['fitted_date']}",
+            }
+        )
+    table = pd.DataFrame(rows)
+    for column in ("a", "b", "c", "p", "alpha", "beta"):
+        if column not in table:
+            table[column] = np.nan
+    return table.reset_index(drop=True)
+
+
+def store_scaling(store_uri: StoreLike) -> pd.DataFrame:
+    """The newest run's scaling rows of each (instance type, workload) in a store."""
+    df = Store.open(store_uri).read("scaling")
+    if df.empty:
+        raise InputError(
+            f"store {str(store_uri)!r} has no scaling rows; run "
+            "`deepvm benchmark-scaling --store ...` first"
+        )
+    df = df.sort_values(["run_date", "measured_at"])
+    latest = df.groupby(["instance_type", "workload"])["run_id"].transform("last")
+    return scaling_points(df[df["run_id"] == latest].reset_index(drop=True))
