@@ -127,8 +127,9 @@ rates = st.lists(st.sampled_from([0.0, 0.025, 0.3, 0.9]), min_size=3, max_size=3
     st.sampled_from(["goodput", "cost"]),
     st.floats(0.5, 500.0),
     st.one_of(st.none(), st.floats(0.05, 50.0)),
+    st.sampled_from(["numpy", "milp"]),
 )
-def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, deadline):
+def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, deadline, solver):
     """Exact over the same candidates; goodput never picks a dominated cluster."""
     fleet, budget, checkpoint = scenario
     fleet = replace(fleet, gpu_interruption=np.array(monthly[: len(fleet.gpu_types)]))
@@ -147,6 +148,7 @@ def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, 
         checkpoint_costs=CheckpointCosts(
             restart_s=20000, disk_gb_per_s=0.002, object_store_gb_per_s=0.001
         ),
+        solver=solver,
     )
     got = planner.optimise("deepvm", budget, 1)
     fleet = planner.fleet  # with the object-store cost

@@ -137,30 +137,49 @@ def assert_same_optima(fleet, j, budget, policy, objective, got, top):
             assert cost == pytest.approx(ref_cost, rel=1e-9, abs=1e-9), (config, ref_config)
 
 
-# presolve=False: the solver alone makes every choice, so the formulation itself is checked.
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.sampled_from(sorted(POLICY_ARCHS)), st.booleans())
-def test_milp_top3_equals_enumeration(scenario, policy_objective, presolve):
+# The numpy planner (the default), and the MILP as an independent cross-check; with
+# presolve=False the solver alone makes every choice, so its formulation is checked.
+METHODS = [("numpy", True), ("milp", True), ("milp", False)]
+
+
+@settings(max_examples=90, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(sorted(POLICY_ARCHS)), st.sampled_from(METHODS))
+def test_top3_equals_enumeration(scenario, policy_objective, method):
     fleet, budget, checkpoint = scenario
     policy, objective = policy_objective
+    solver, presolve = method
     j = job(checkpoint_gb=checkpoint)
     planner = Planner(
-        fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES, presolve=presolve
+        fleet,
+        j,
+        objective=objective,
+        budget_cap=budget,
+        max_nodes=MAX_NODES,
+        presolve=presolve,
+        solver=solver,
     )
     got = [c for c, _ in planner.optimise(policy, budget, top=3)]
     assert_same_optima(fleet, j, budget, policy, objective, got, top=3)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.sampled_from(["throughput", "paper"]), st.booleans())
-def test_sweep_blocks_equal_enumeration(scenario, objective, presolve):
-    """Every (policy, budget) of a sweep is one block of a single MILP."""
+@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["throughput", "paper"]), st.sampled_from(METHODS))
+def test_sweep_equals_enumeration(scenario, objective, method):
+    """numpy: every budget from one pass over the candidates sorted by cost; MILP:
+    every (policy, budget) one block of a single MILP."""
     fleet, top_budget, checkpoint = scenario
     j = job(checkpoint_gb=checkpoint)
     budgets = [0.0, top_budget / 7, top_budget / 3, top_budget / 2, top_budget]
     policies = [p for p, o in POLICY_ARCHS if o == objective]
+    solver, presolve = method
     planner = Planner(
-        fleet, j, objective=objective, budget_cap=top_budget, max_nodes=MAX_NODES, presolve=presolve
+        fleet,
+        j,
+        objective=objective,
+        budget_cap=top_budget,
+        max_nodes=MAX_NODES,
+        presolve=presolve,
+        solver=solver,
     )
     swept = planner.sweep(policies, budgets)
     for (policy, budget), config in swept.items():

@@ -42,9 +42,10 @@ def test_status_map(cvxpy_status, primal, ours):
 
 def test_time_limit_gives_no_values_and_a_clear_error(capsys):
     fleet = make_fleet([gpu_row("g", 1.0, 0.3), cpu_row("c", 0.2)])
-    planner = Planner(fleet, job(), budget_cap=10, time_limit_s=0.0)
+    planner = Planner(fleet, job(), budget_cap=10, time_limit_s=0.0, solver="milp")
     with pytest.raises(SolverError, match="time limit"):
         planner.optimise("deepvm", 10, 1)
+    assert planner.milp is not None
     outcome = planner.milp.solve(planner._scores[False], 10)
     assert outcome.status in (LIMIT_NO_INCUMBENT, LIMIT_WITH_INCUMBENT)
     assert outcome.config is None

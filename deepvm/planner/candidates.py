@@ -155,9 +155,9 @@ def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[st
 class Candidates:
     """The worker side of every configuration the quotas and node cap allow."""
 
-    architecture: IntArray  # index into ARCHITECTURES
-    worker: IntArray
-    n: IntArray
+    architecture: np.ndarray  # int8: index into ARCHITECTURES
+    worker: np.ndarray  # int32
+    n: np.ndarray  # int32
     speedup: FloatArray  # s_i(n) with the fleet's models
 
     def __len__(self) -> int:
@@ -169,13 +169,29 @@ class Candidates:
 
     def cost(self, fleet: Fleet) -> FloatArray:
         """Hourly cost of the worker side at the fleet's current prices."""
-        i, n = self.worker, self.n.astype(float)
-        spot, od = fleet.gpu_spot[i], fleet.gpu_ondemand[i]
-        arch = self.architecture
-        return np.select(
-            [arch == 0, arch == 1, arch == 2, arch == 3],
-            [od + (n - 1) * spot, n * spot, n * od, n * spot + fleet.object_store_usd_per_hour],
-        )
+        return worker_cost(fleet, self.architecture, self.worker, self.n)
+
+
+def worker_cost(
+    fleet: Fleet, architecture: np.ndarray, worker: np.ndarray, n: np.ndarray
+) -> FloatArray:
+    """Hourly cost of worker sides (arrays of architecture codes, GPU types, counts;
+    one code broadcasts to all). Filled per architecture, in place: few temporaries
+    on catalogs of millions of candidates."""
+    code = np.broadcast_to(architecture, n.shape)
+    cost = n * fleet.gpu_spot[worker]  # Tiering, spot_object_store: all spot
+    for arch in (SINGLE_ANCHOR, ON_DEMAND, OBJECT_STORE):
+        at = np.flatnonzero(code == ARCHITECTURES.index(arch))
+        if not at.size:
+            continue
+        i, nodes = worker[at], n[at]
+        if arch == SINGLE_ANCHOR:
+            cost[at] = fleet.gpu_ondemand[i] + (nodes - 1) * fleet.gpu_spot[i]
+        elif arch == ON_DEMAND:
+            cost[at] = nodes * fleet.gpu_ondemand[i]
+        else:
+            cost[at] += fleet.object_store_usd_per_hour
+    return cost
 
 
 def node_limits(fleet: Fleet, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
@@ -205,28 +221,29 @@ def build_candidates(
     architectures: tuple[str, ...] = DESIGN_ARCHITECTURES,
 ) -> Candidates:
     """Every (architecture, i, n) within quotas and ``max_nodes``; with
-    ``budget_cap``, only those whose worker side alone costs at most that much."""
+    ``budget_cap``, only those whose worker side alone costs at most that much.
+    Built without a loop over instance types (catalogs of thousands of types)."""
     limits = node_limits(fleet, max_nodes)
-    parts: list[tuple[int, int, IntArray]] = []
+    table = fleet.speedup_table(max_nodes)
+    parts = []
     for code, arch in enumerate(ARCHITECTURES):
         if arch not in architectures:
             continue
         low = 2 if arch == SINGLE_ANCHOR else 1
-        for i in range(len(fleet.gpu_types)):
-            top = int(limits[arch][i])
-            if top >= low:
-                parts.append((code, i, np.arange(low, top + 1, dtype=np.int64)))
+        counts = np.maximum(limits[arch] - low + 1, 0)
+        worker = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        starts = np.cumsum(counts) - counts
+        n = (np.arange(int(counts.sum())) - np.repeat(starts, counts) + low).astype(np.int32)
+        codes = np.full(len(n), code, dtype=np.int8)
+        if budget_cap is not None:
+            # one architecture per part: its code broadcasts
+            keep = worker_cost(fleet, codes[:1], worker, n) <= budget_cap * (1 + BUDGET_RTOL)
+            codes, worker, n = codes[keep], worker[keep], n[keep]
+        parts.append((codes, worker, n))
     if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return Candidates(empty, empty, empty, np.zeros(0))
-    codes = np.concatenate([np.full(len(ns), code) for code, _, ns in parts])
-    worker = np.concatenate([np.full(len(ns), i) for _, i, ns in parts])
-    n = np.concatenate([ns for _, _, ns in parts])
-    speed = np.concatenate([fleet.speedups(i, ns) for _, i, ns in parts])
-    cands = Candidates(codes.astype(np.int64), worker.astype(np.int64), n, speed)
-    if budget_cap is not None:
-        keep = cands.cost(fleet) <= budget_cap * (1 + BUDGET_RTOL)
-        cands = Candidates(
-            cands.architecture[keep], cands.worker[keep], cands.n[keep], cands.speedup[keep]
-        )
-    return cands
+        empty = np.zeros(0, dtype=np.int32)
+        return Candidates(empty.astype(np.int8), empty, empty, np.zeros(0))
+    codes = np.concatenate([p[0] for p in parts])
+    worker = np.concatenate([p[1] for p in parts])
+    n = np.concatenate([p[2] for p in parts])
+    return Candidates(codes, worker, n, table[worker, n])

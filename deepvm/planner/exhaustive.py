@@ -20,8 +20,8 @@ from deepvm.planner.candidates import (
     Config,
     Job,
 )
+from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet
-from deepvm.planner.milp import SCORE_RTOL
 
 
 def enumerate_feasible(

@@ -58,6 +58,18 @@ class Fleet:
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
 
+    def speedup_table(self, max_nodes: int) -> FloatArray:
+        """s_i(n) for every GPU type i and n = 0..max_nodes (column 0 unused),
+        each distinct model evaluated once."""
+        nodes = np.arange(1, max_nodes + 1)
+        table = np.zeros((len(self.gpu_types), max_nodes + 1))
+        rows: dict[tuple[str, tuple[tuple[str, float], ...]], list[int]] = {}
+        for i, model in enumerate(self.gpu_models):
+            rows.setdefault((model.kind, tuple(sorted(model.params.items()))), []).append(i)
+        for members in rows.values():
+            table[members, 1:] = self.gpu_models[members[0]](nodes)
+        return table
+
     def with_prices(
         self, gpu_spot: FloatArray, gpu_ondemand: FloatArray, cpu_ondemand: FloatArray
     ) -> Fleet:

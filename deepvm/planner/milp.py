@@ -35,7 +35,6 @@ A sweep puts the problems of all its budgets into one block-diagonal MILP
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -55,6 +54,11 @@ from deepvm.planner.candidates import (
     Config,
     Job,
     violations,
+)
+from deepvm.planner.enumeration import (
+    SCORE_RTOL,
+    remote_sides,
+    remote_upper_bounds,
 )
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
 
@@ -77,10 +81,7 @@ STATUS_MAP = {
     "solver_error": ERROR,
 }
 
-SCORE_RTOL = 1e-7  # objective values this close count as equal; cheaper wins
-
 SOLVER = "HIGHS"
-_NO_REMOTE_CAP = 4096  # bound on m_j when neither quota nor budget bounds it
 
 
 @dataclass(frozen=True)
@@ -106,23 +107,6 @@ def score_ranks(score: FloatArray, mask: np.ndarray) -> FloatArray:
     group = np.cumsum(new_group)  # 1 = best
     ranks[order] = group[-1] + 1 - group
     return ranks
-
-
-def _undominated_remotes(
-    nsat: FloatArray, usable_gb: FloatArray, upper: FloatArray, price: FloatArray
-) -> list[int]:
-    """Remote types not beaten by another that serves at least as many workers,
-    holds at least as much, may run at least as many nodes and costs no more: only
-    these can give a Tiering candidate its cheapest remote side."""
-    better = np.stack([nsat, usable_gb, upper, -price], axis=1)
-    keep = []
-    for j in range(len(price)):
-        at_least = np.all(better >= better[j], axis=1)
-        strictly = np.any(better > better[j], axis=1)
-        earlier_equal = at_least & ~strictly & (np.arange(len(price)) < j)
-        if not np.any(at_least & strictly) and not earlier_equal.any():
-            keep.append(j)
-    return keep
 
 
 @contextlib.contextmanager
@@ -318,20 +302,10 @@ class ClusterMILP:
         self._tier = tier.astype(float)
         self._n_tier = n * self._tier
         self._share = self._n_tier / nsat_gpu[candidates.worker]
-        self._remote_upper = self._remote_upper_bounds(budget_cap)
+        self._remote_upper = remote_upper_bounds(fleet, budget_cap)
         self._nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float) if self._j else np.zeros(0)
         self._problems: dict[int, _SlotProblem] = {}
         self.update_prices()
-
-    def _remote_upper_bounds(self, budget_cap: float | None) -> FloatArray:
-        f = self.fleet
-        if not self._j:
-            return np.zeros(0)
-        quota = np.array([f.quotas.limit(g, "on_demand") for g in f.cpu_group])
-        upper = np.floor(quota / f.cpu_vcpus)
-        if budget_cap is not None:
-            upper = np.minimum(upper, np.floor(budget_cap / f.cpu_ondemand + 1e-9))
-        return np.minimum(upper, _NO_REMOTE_CAP)
 
     def update_prices(self, fleet: Fleet | None = None) -> None:
         """Take the prices of ``fleet`` (same types, new prices) without re-compiling."""
@@ -398,32 +372,10 @@ class ClusterMILP:
     def remote_floor(self) -> FloatArray:
         """Per candidate, the least hourly cost of its remote side: 0 without one,
         inf where no remote type and count satisfies Tiering's constraints."""
-        tier = self._tier > 0
-        floor = np.where(tier, np.inf, 0.0)
-        if not self._j or not tier.any():
-            return floor
-        f = self.fleet
-        n = self.candidates.n[tier].astype(float)
-        share = self._share[tier]
-        usable = REMOTE_MEMORY_FRACTION * f.cpu_memory_gb
-        need = self.job.remote_memory_needed_gb
-        best = floor[tier]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for j in _undominated_remotes(
-                self._nsat_cpu, usable, self._remote_upper, f.cpu_ondemand
-            ):
-                m = np.maximum.reduce(
-                    [
-                        np.ones_like(n),
-                        np.ceil(n / self._nsat_cpu[j] - 1e-9),
-                        np.ceil(share - 1e-9),
-                        np.full_like(n, math.ceil(need / usable[j] - 1e-9) if need > 0 else 1.0),
-                    ]
-                )
-                cost = np.where(m <= self._remote_upper[j], m * f.cpu_ondemand[j], np.inf)
-                best = np.minimum(best, cost)
-        floor[tier] = best
-        return floor
+        c = self.candidates
+        top = int(c.n.max()) if len(c) else 1
+        sides = remote_sides(self.fleet, self.job, top, self._remote_upper)
+        return sides.cost_of(c.worker, c.n, self._tier > 0)
 
     def contenders(self, ranks: FloatArray, mask: np.ndarray, budget: float) -> np.ndarray:
         """The candidates that can still be the best answer (an exact presolve):

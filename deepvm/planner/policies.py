@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -24,6 +25,13 @@ from deepvm.planner.candidates import (
     hourly_cost,
     node_limits,
     throughput,
+    violations,
+)
+from deepvm.planner.enumeration import (
+    best_per_budget,
+    remote_sides,
+    remote_upper_bounds,
+    top_candidates,
 )
 from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.planner.goodput import (
@@ -50,7 +58,9 @@ from deepvm.planner.objectives import (
 
 POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
 OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
-SOLVER_NAME = "cvxpy/HIGHS"
+NUMPY = "numpy"
+MILP = "milp"
+SOLVER_NAMES = {NUMPY: "numpy/exact", MILP: "cvxpy/HIGHS"}
 BASELINE_SOLVER = "rule"
 
 
@@ -127,7 +137,14 @@ class Planner:
         work_flops: float | None = None,
         deadline_h: float | None = None,
         checkpoint_costs: CheckpointCosts | None = None,
+        solver: str = NUMPY,
     ) -> None:
+        """``solver``: ``numpy`` evaluates every candidate (deepvm.planner.enumeration,
+        the default and what the CLI runs); ``milp`` solves the same model with
+        cvxpy/HiGHS (``presolve`` applies to it), kept as an independent cross-check."""
+        if solver not in (NUMPY, MILP):
+            raise ValueError(f"solver {solver!r}: use {NUMPY!r} or {MILP!r}")
+        self.solver = solver
         self.objective = check_objective(objective)
         if self.objective == "cost" and work_flops is None:
             raise InputError(
@@ -147,14 +164,21 @@ class Planner:
                 ARCHITECTURES if self.objective in RISK_OBJECTIVES else DESIGN_ARCHITECTURES
             ),
         )
-        self.milp = ClusterMILP(
-            fleet,
-            job,
-            self.candidates,
-            budget_cap=budget_cap,
-            time_limit_s=time_limit_s,
-            presolve=presolve,
-        )
+        c = self.candidates
+        self.remotes = remote_sides(fleet, job, max_nodes, remote_upper_bounds(fleet, budget_cap))
+        # Per candidate, the least hourly cost of a whole cluster built on it.
+        self.least_cost: FloatArray = np.nan_to_num(c.cost(fleet), nan=np.inf)
+        self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
+        self.milp: ClusterMILP | None = None
+        if solver == MILP:
+            self.milp = ClusterMILP(
+                fleet,
+                job,
+                self.candidates,
+                budget_cap=budget_cap,
+                time_limit_s=time_limit_s,
+                presolve=presolve,
+            )
         # Per planning model (linear scaling or not): the score and which candidates
         # the objective admits (the cost objective's deadline).
         self._scores: dict[bool, FloatArray] = {}
@@ -178,15 +202,15 @@ class Planner:
         assert self.work_flops is not None
         with np.errstate(divide="ignore", invalid="ignore"):
             makespan_h = self.work_flops / goodput / 3600.0
-            total = makespan_h * self.milp.least_cost  # the cheapest remote side: exact
+            total = makespan_h * self.least_cost  # the cheapest remote side: exact
         if self.deadline_h is not None:
             admitted = makespan_h <= self.deadline_h * (1 + 1e-9)
         return np.where(np.isfinite(total), -total, -np.inf), admitted
 
-    def _allowed(self, policy: str) -> FloatArray:
+    def _allowed(self, policy: str) -> np.ndarray:
+        """Which candidates the policy may pick (its architectures, the deadline)."""
         archs = _architectures(policy, self.objective)
-        mask = self.candidates.arch_mask(*archs) & self._admitted[policy == "deepvm_noscale"]
-        return mask.astype(float)
+        return self.candidates.arch_mask(*archs) & self._admitted[policy == "deepvm_noscale"]
 
     # -- one policy, one budget ---------------------------------------------
 
@@ -195,7 +219,14 @@ class Planner:
         Raises SolverError when the solver stops without a verified optimum."""
         allowed = self._allowed(policy)
         scores = self._scores[policy == "deepvm_noscale"]
+        if self.milp is None:
+            start = time.perf_counter()
+            picked = top_candidates(scores, self.least_cost, allowed, budget, top)
+            configs = [self._verified(self.config(k), budget) for k in picked]
+            seconds = (time.perf_counter() - start) / max(len(configs), 1)
+            return [(config, seconds) for config in configs]
         found: list[tuple[Config, float]] = []
+        allowed = allowed.astype(float)
         while len(found) < top:
             outcome = self.milp.solve(scores, budget, allowed)
             if outcome.status == INFEASIBLE:
@@ -205,6 +236,25 @@ class Planner:
             found.append((outcome.config, outcome.solve_s))
             allowed[self.milp.candidate_index(outcome.config)] = 0.0
         return found
+
+    def config(self, k: int) -> Config:
+        """Candidate ``k`` as a cluster, Tiering with its cheapest remote side."""
+        c = self.candidates
+        arch = ARCHITECTURES[int(c.architecture[k])]
+        worker, n = int(c.worker[k]), int(c.n[k])
+        if arch != TIERING:
+            return Config(arch, worker, n)
+        return Config(arch, worker, n, *self.remotes.side(worker, n))
+
+    def _verified(self, config: Config, budget: float) -> Config:
+        """The answer checked against the model, written independently (a failure is a bug)."""
+        broken = violations(self.fleet, self.job, config, budget)
+        if broken:
+            raise SolverError(
+                f"planner answer {cluster_words(self.fleet, config)} failed verification: "
+                + ", ".join(broken)
+            )
+        return config
 
     def baseline(self, policy: str, budget: float) -> Config | None:
         """cost_first / performance_first: Single Anchor on one GPU type with as
@@ -232,7 +282,8 @@ class Planner:
         for policy in policies:
             if policy in OPTIMISED_POLICIES:
                 for rank, (config, solve_s) in enumerate(self.optimise(policy, budget, top), 1):
-                    out.append(self.describe(policy, rank, config, SOLVER_NAME, solve_s))
+                    solver = SOLVER_NAMES[self.solver]
+                    out.append(self.describe(policy, rank, config, solver, solve_s))
             else:
                 picked = self.baseline(policy, budget)
                 if picked is not None:
@@ -307,8 +358,16 @@ class Planner:
                 continue
             allowed = self._allowed(policy)
             scores = self._scores[policy == "deepvm_noscale"]
+            if self.milp is None:
+                best = best_per_budget(scores, self.least_cost, allowed, distinct)
+                for b, k in zip(distinct, best, strict=True):
+                    result[policy, b] = None if k is None else self._verified(self.config(k), b)
+                continue
             problems += [(scores, b, allowed) for b in distinct]
             keys += [(policy, b) for b in distinct]
+        if not problems:
+            return result
+        assert self.milp is not None
         for key, outcome in zip(keys, self.milp.solve_blocks(problems), strict=True):
             if outcome.status == INFEASIBLE:
                 result[key] = None
@@ -335,23 +394,11 @@ def _solver_message(outcome: SolveOutcome) -> str:
 
 def cheapest_cluster(fleet: Fleet, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
     """The cheapest feasible cluster of any architecture: what the budget must at
-    least be. With equal scores the MILP's tie-break picks the cheapest cluster
-    within the budget; the budget doubles from the cheapest worker side until one fits."""
+    least be (each candidate's least cost, Tiering with its cheapest remote side)."""
     planner = Planner(fleet, job, max_nodes=max_nodes)
-    if len(planner.candidates) == 0:
+    if len(planner.candidates) == 0 or not np.isfinite(planner.least_cost).any():
         return None
-    ones = np.ones(len(planner.candidates))  # equal scores: only cost decides
-    worker_costs = planner.candidates.cost(fleet)
-    budget = float(np.nanmin(worker_costs))
-    ceiling = float(np.nanmax(worker_costs)) + float(np.sum(fleet.cpu_ondemand)) * max_nodes
-    while budget <= 2 * ceiling:
-        outcome = planner.milp.solve(ones, budget=budget)
-        if outcome.status == OPTIMAL:
-            return outcome.config
-        if outcome.status != INFEASIBLE:
-            return None
-        budget *= 2
-    return None
+    return planner.config(int(np.argmin(planner.least_cost)))
 
 
 def infeasible_budget_error(
