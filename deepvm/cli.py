@@ -91,7 +91,7 @@ def number(
 
 def date_text(text: str) -> str:
     """An argparse type: a YYYY-MM-DD date."""
-    from deepvm.store import check_date
+    from deepvm.names import check_date
 
     try:
         return check_date(text)
@@ -662,18 +662,24 @@ def _json_safe(value: Any) -> Any:
 
 
 def _inputs(args: argparse.Namespace) -> Any:
-    from deepvm.store_inputs import load_inputs
+    """The planner's inputs; the store's readers (and pyarrow) load only with a store."""
+    files = {
+        "catalog": args.catalog,
+        "throughput": args.throughput,
+        "overhead": args.overhead,
+        "quotas": args.quotas,
+        "region": args.region,
+        "saturation": args.saturation,
+        "interruptions": args.interruptions,
+    }
+    store = getattr(args, "store", None) or os.environ.get(ENV_STORE)
+    if store:
+        from deepvm.store_inputs import load_inputs
 
-    return load_inputs(
-        catalog=args.catalog,
-        throughput=args.throughput,
-        overhead=args.overhead,
-        quotas=args.quotas,
-        region=args.region,
-        store=getattr(args, "store", None) or os.environ.get(ENV_STORE),
-        saturation=args.saturation,
-        interruptions=args.interruptions,
-    )
+        return load_inputs(store=store, **files)
+    from deepvm.planner import Inputs
+
+    return Inputs.load(**files)
 
 
 def _work_options(args: argparse.Namespace) -> dict[str, Any]:

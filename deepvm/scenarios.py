@@ -9,9 +9,9 @@ from pathlib import Path
 
 from deepvm._datasets import dataset_path
 from deepvm.errors import InputError
+from deepvm.names import MAX_NAME_LENGTH, file_safe
 from deepvm.planner.objectives import OBJECTIVES
 from deepvm.planner.policies import POLICIES
-from deepvm.store import MAX_NAME_LENGTH, file_safe
 from deepvm.workloads import WORKLOADS
 
 REQUIRED = ("name", "workload", "budget")

@@ -17,12 +17,10 @@ Read with pandas, polars or DuckDB as-is::
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -38,8 +36,10 @@ import pyarrow.parquet as pq
 
 from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
 from deepvm.config import ENV_STORE as ENV_STORE
-from deepvm.config import MAX_NAME_LENGTH as MAX_NAME_LENGTH
-from deepvm.errors import InputError, ParameterError, StoreError
+from deepvm.errors import InputError, StoreError
+from deepvm.names import MAX_NAME_LENGTH as MAX_NAME_LENGTH
+from deepvm.names import check_date as check_date
+from deepvm.names import check_name, file_safe
 
 SCHEMA_VERSION = "1"
 
@@ -227,8 +227,6 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
 
 # Names that become file names: what a writer names its file (a scenario, an
 # instance type, a workload, a price source), made file-safe.
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # Work in progress lives here, outside every table folder, under names that no
 # reader's glob (``**/*.parquet``) matches; see docs/ARCHITECTURE.md "The store".
 STAGING_DIR = ".deepvm-staging"
@@ -237,35 +235,6 @@ _LOCK = "lock"
 _NAME_KEY = b"deepvm_name"
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
-
-
-def file_safe(name: str) -> str:
-    """``name`` as a file name part (``a b`` and ``a/b`` both give ``a_b``: the
-    store refuses the second of two names that collide, see :meth:`Store.write`)."""
-    return _UNSAFE.sub("_", name).strip("._-") or "unnamed"
-
-
-def check_name(name: str, what: str) -> str:
-    """A name that becomes a file name: not empty, not over-long."""
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(f"{what} name {name!r} must be a non-empty string")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InputError(
-            f"{what} name {name[:40]!r}... is {len(name)} characters long; "
-            f"use at most {MAX_NAME_LENGTH}"
-        )
-    return name
-
-
-def check_date(value: str, what: str = "date") -> str:
-    """A YYYY-MM-DD date (a partition value; anything else would sort wrongly)."""
-    if isinstance(value, str) and _DATE.match(value):
-        try:
-            dt.date.fromisoformat(value)
-            return value
-        except ValueError:
-            pass
-    raise ParameterError(what, value, "must be a date as YYYY-MM-DD, e.g. 2026-12-03")
 
 
 def store_root(uri: str | os.PathLike[str] | None = None) -> Path:

@@ -15,6 +15,7 @@ from deepvm.planner.candidates import (
     SINGLE_ANCHOR,
     TIERING,
     Config,
+    hourly_cost,
 )
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.policies import Planner
@@ -207,3 +208,46 @@ def test_enumerator_agrees_on_the_paper_scenario():
         scored = [(c, cost, reference_score(fleet, c, "throughput", False)) for c, cost in feasible]
         ref = best_configs(scored, top=1)[0]
         assert reference_score(fleet, got, "throughput", False) == pytest.approx(ref[2])
+
+
+def reference_baseline(fleet, j, budget, policy):
+    """DESIGN §4.5's rule over exhaustive enumeration: per GPU type the largest
+    feasible Single Anchor cluster; then the most nodes (cost_first) or the
+    fastest type (performance_first), ties to the other key, then the cheaper."""
+    largest = {}
+    for config, cost in enumerate_feasible(
+        fleet, j, budget, architectures=(SINGLE_ANCHOR,), max_nodes=MAX_NODES
+    ):
+        if config.worker not in largest or config.n_workers > largest[config.worker][0].n_workers:
+            largest[config.worker] = (config, cost)
+    if not largest:
+        return None
+
+    def key(item):
+        config, cost = item
+        flops = fleet.gpu_flops[config.worker]
+        if policy == "cost_first":
+            return (config.n_workers, flops, -cost)
+        return (flops, config.n_workers, -cost)
+
+    return max(largest.values(), key=key)[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["cost_first", "performance_first"]))
+def test_baselines_at_every_budget_equal_the_rule(scenario, policy):
+    fleet, top_budget, checkpoint = scenario
+    j = job(checkpoint_gb=checkpoint)
+    budgets = [0.0, top_budget / 7, top_budget / 3, top_budget / 2, top_budget]
+    planner = Planner(fleet, j, budget_cap=top_budget, max_nodes=MAX_NODES)
+    for budget, got in zip(budgets, planner.baselines(policy, budgets), strict=True):
+        want = reference_baseline(fleet, j, budget, policy)
+        if want is None:
+            assert got is None
+        else:
+            assert got is not None
+            assert (got.worker, got.n_workers) == (want.worker, want.n_workers) or (
+                fleet.gpu_flops[got.worker] == fleet.gpu_flops[want.worker]
+                and got.n_workers == want.n_workers
+                and hourly_cost(fleet, got) == pytest.approx(hourly_cost(fleet, want))
+            )

@@ -139,7 +139,7 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
 def _reject_colliding_names(df: pd.DataFrame, what: str) -> None:
     """Instance types name store files (benchmarks, scaling): two that map to one
     file name would overwrite each other's measurements."""
-    from deepvm.store import MAX_NAME_LENGTH, file_safe
+    from deepvm.names import MAX_NAME_LENGTH, file_safe
 
     seen: dict[str, str] = {}
     for name in df["instance_type"]:

@@ -153,13 +153,8 @@ def best_per_budget(
     sorted_costs = costs[order]
     running_best = np.maximum.accumulate(scores[order])
     fits = np.searchsorted(sorted_costs, budget_limit(np.asarray(budgets)), side="right")
-    out: list[int | None] = []
-    for count in fits:
-        if count == 0:
-            out.append(None)
-            continue
-        # running_best is non-decreasing: the first position reaching the tie
-        # threshold of the best score so far is the cheapest tied candidate.
-        first = int(np.searchsorted(running_best, _tie_threshold(running_best[count - 1])))
-        out.append(int(order[first]))
-    return out
+    # running_best is non-decreasing: the first position reaching the tie threshold
+    # of the best score within a budget is the cheapest candidate tied with it.
+    best = running_best[np.maximum(fits - 1, 0)]
+    first = np.searchsorted(running_best, _tie_threshold(best))
+    return [None if count == 0 else int(order[k]) for count, k in zip(fits, first, strict=True)]

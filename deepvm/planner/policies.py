@@ -26,6 +26,7 @@ from deepvm.planner.candidates import (
     node_limits,
     throughput,
     violations,
+    within_budget,
 )
 from deepvm.planner.enumeration import (
     best_per_budget,
@@ -156,6 +157,7 @@ class Planner:
         fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, self.costs))
         self.fleet, self.job = fleet, job
         self.max_nodes = max_nodes
+        self._anchor_limit = node_limits(fleet, max_nodes)[SINGLE_ANCHOR]
         self.candidates: Candidates = build_candidates(
             fleet,
             max_nodes=max_nodes,
@@ -170,6 +172,7 @@ class Planner:
         self.least_cost: FloatArray = np.nan_to_num(c.cost(fleet), nan=np.inf)
         self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
         self.milp: ClusterMILP | None = None
+        self._checked: dict[Config, tuple[list[str], float]] = {}
         if solver == MILP:
             self.milp = ClusterMILP(
                 fleet,
@@ -247,8 +250,15 @@ class Planner:
         return Config(arch, worker, n, *self.remotes.side(worker, n))
 
     def _verified(self, config: Config, budget: float) -> Config:
-        """The answer checked against the model, written independently (a failure is a bug)."""
-        broken = violations(self.fleet, self.job, config, budget)
+        """The answer checked against the model, written independently (a failure is a
+        bug). A sweep answers many budgets with few clusters: the constraints are
+        checked once per cluster, the budget for each answer."""
+        if config not in self._checked:
+            broken = violations(self.fleet, self.job, config, math.inf)
+            self._checked[config] = (broken, hourly_cost(self.fleet, config))
+        broken, cost = self._checked[config]
+        if not within_budget(cost, budget):
+            broken = [*broken, "budget"]
         if broken:
             raise SolverError(
                 f"planner answer {cluster_words(self.fleet, config)} failed verification: "
@@ -259,23 +269,35 @@ class Planner:
     def baseline(self, policy: str, budget: float) -> Config | None:
         """cost_first / performance_first: Single Anchor on one GPU type with as
         many nodes as the budget and quotas allow (DESIGN §4.5)."""
+        return self.baselines(policy, [budget])[0]
+
+    def baselines(self, policy: str, budgets: Sequence[float]) -> list[Config | None]:
+        """``baseline`` at every budget at once: per type the most nodes each budget
+        affords, then per budget the type that ranks first (cost_first: most nodes,
+        then the faster type, then cheaper; performance_first: the fastest type,
+        then most nodes, then cheaper)."""
         f = self.fleet
-        limit = node_limits(f, self.max_nodes)[SINGLE_ANCHOR]
-        best: tuple[tuple[float, ...], Config] | None = None
-        for i in range(len(f.gpu_types)):
-            if limit[i] < 2 or not math.isfinite(f.gpu_spot[i]):
-                continue
-            affordable = math.floor((budget - f.gpu_ondemand[i]) / f.gpu_spot[i] + 1e-9) + 1
-            n = min(int(limit[i]), affordable)
-            if n < 2:
-                continue
-            config = Config(SINGLE_ANCHOR, i, n)
-            cost = hourly_cost(f, config)
-            flops = float(f.gpu_flops[i])
-            rank = (n, flops, -cost) if policy == "cost_first" else (flops, n, -cost)
-            if best is None or rank > best[0]:
-                best = (rank, config)
-        return None if best is None else best[1]
+        limit = self._anchor_limit
+        i = np.flatnonzero((limit >= 2) & np.isfinite(f.gpu_spot))
+        if not i.size:
+            return [None] * len(budgets)
+        spot, od, flops = f.gpu_spot[i], f.gpu_ondemand[i], f.gpu_flops[i]
+        b = np.asarray(budgets, dtype=float)[None, :]
+        affordable = np.floor((b - od[:, None]) / spot[:, None] + 1e-9) + 1
+        n = np.minimum(limit[i][:, None], affordable)  # types x budgets
+        cost = od[:, None] + (n - 1) * spot[:, None]
+        flops_b = np.broadcast_to(flops[:, None], n.shape)
+        keys = (n, flops_b, -cost) if policy == "cost_first" else (flops_b, n, -cost)
+        # Lexicographic argmax per budget: keep the rows that tie on each key in turn.
+        tied = n >= 2
+        for key in keys:
+            best = np.max(np.where(tied, key, -np.inf), axis=0, initial=-np.inf)
+            tied &= key == best[None, :]
+        first = np.argmax(tied, axis=0)  # the first type among exact ties
+        return [
+            Config(SINGLE_ANCHOR, int(i[row]), int(n[row, col])) if tied[row, col] else None
+            for col, row in enumerate(first)
+        ]
 
     def recommend(self, budget: float, policies: Sequence[str], top: int) -> list[Recommendation]:
         out: list[Recommendation] = []
@@ -354,14 +376,16 @@ class Planner:
         problems, keys = [], []
         for policy in policies:
             if policy not in OPTIMISED_POLICIES:
-                result.update({(policy, b): self.baseline(policy, b) for b in distinct})
+                picks = self.baselines(policy, distinct)
+                result.update({(policy, b): c for b, c in zip(distinct, picks, strict=True)})
                 continue
             allowed = self._allowed(policy)
             scores = self._scores[policy == "deepvm_noscale"]
             if self.milp is None:
                 best = best_per_budget(scores, self.least_cost, allowed, distinct)
+                configs = {k: self.config(k) for k in set(best) if k is not None}
                 for b, k in zip(distinct, best, strict=True):
-                    result[policy, b] = None if k is None else self._verified(self.config(k), b)
+                    result[policy, b] = None if k is None else self._verified(configs[k], b)
                 continue
             problems += [(scores, b, allowed) for b in distinct]
             keys += [(policy, b) for b in distinct]
