@@ -154,7 +154,11 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "model, and a,b,c | p | alpha,beta); '*' matches any",
     )
     g.add_argument("--quotas", metavar="FILE", help="vCPU quotas (quota_group, market, vcpus)")
-    g.add_argument("--region", help="plan in this region of a multi-region catalog")
+    g.add_argument(
+        "--region",
+        help="plan in this region only (default: every region of the catalog, each with "
+        "its own quotas)",
+    )
     g.add_argument(
         "--saturation",
         metavar="FILE",
@@ -575,7 +579,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="snapshot",
         help="price source: snapshot (default), aws, azure, skypilot, or a file",
     )
-    nt.add_argument("--regions", metavar="R,R", help="price regions (the first is planned in)")
+    nt.add_argument(
+        "--regions",
+        metavar="R,R",
+        help="price regions to fetch (aws, azure); every region is planned",
+    )
     nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
     nt.add_argument(
         "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
@@ -829,9 +837,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
             r["makespan"] = _hours(r["expected_makespan_h"])
             r["total"] = _dollars(r["expected_total_cost"])
-        columns = [
-            ("policy", "policy"),
-            ("rank", "#"),
+        columns = [("policy", "policy"), ("rank", "#")]
+        if len({r["region"] for r in recs}) > 1:  # ranked across regions: say where
+            columns.append(("region", "region"))
+        columns += [
             ("architecture", "architecture"),
             ("cluster", "cluster"),
             ("cost", "$/h"),
@@ -1003,6 +1012,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if args.max_price is not None:
         df = df[df["ondemand_price"] <= args.max_price]
     columns = [
+        "region",
         "instance_type",
         "quota_group",
         "vcpus",
@@ -1013,8 +1023,9 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "peak_flops",
         "ondemand_price",
         "spot_price",
+        "spot_zone",
     ]
-    df = df.sort_values(["accelerator_count", "ondemand_price"])
+    df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
     if args.json:
         _print_json(
             {
@@ -1065,6 +1076,7 @@ def cmd_flopp(args: argparse.Namespace) -> int:
         _table(
             shown.to_dict("records"),
             [
+                ("region", "region"),
                 ("instance_type", "instance_type"),
                 ("market", "market"),
                 ("tflops", "TFLOP/s"),
@@ -1476,19 +1488,32 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
 
     fleet = _inputs(args).fleet(args.workload)
-    if args.instance_type not in fleet.gpu_types:
+    places = [i for i, t in enumerate(fleet.gpu_types) if t == args.instance_type]
+    if not places:
         raise DeepvmError(
             f"--instance-type {args.instance_type!r} is not a GPU type of the catalog"
         )
-    i = fleet.gpu_types.index(args.instance_type)
+    if len(places) > 1:  # the same type in several regions: prices differ
+        listed = ", ".join(fleet.gpu_region_of(i) for i in places)
+        raise DeepvmError(
+            f"--instance-type {args.instance_type!r} is in several regions ({listed}); "
+            "pick one with --region"
+        )
+    i = places[0]
     n = 8 if args.n_workers is None else args.n_workers
     remote = None
     if args.architecture == TIERING:
-        if args.remote_type not in fleet.cpu_types:
+        local = [
+            j
+            for j, t in enumerate(fleet.cpu_types)
+            if t == args.remote_type and fleet.cpu_region_of(j) == fleet.gpu_region_of(i)
+        ]
+        if not local:
             raise DeepvmError(
-                "--architecture tiering needs --remote-type, a CPU type of the catalog"
+                "--architecture tiering needs --remote-type, a CPU type of the catalog in "
+                f"the workers' region ({fleet.gpu_region_of(i)})"
             )
-        remote = fleet.cpu_types.index(args.remote_type)
+        remote = local[0]
     job = make_job(args.workload, args.checkpoint_gb, args.checkpoint_versions)
     costs = CheckpointCosts(restart_s=args.restart_s)
     fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))

@@ -102,13 +102,16 @@ def measurement_use(
 def node_throughput(
     catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """F_i for every GPU instance type of the catalog on ``workload``.
+    """F_i for every GPU row (region, instance type) of the catalog on ``workload``.
 
-    Returns instance_type, flops, flops_source (``measured`` or ``peak``); types
-    with neither a measurement nor a peak figure are left out. Measurements of
-    other workloads or of machines the catalog does not list are not used.
+    Returns the GPU rows' index (``row``, into ``catalog.instances``), region,
+    instance_type, flops, flops_source (``measured`` or ``peak``); rows with
+    neither a measurement nor a peak figure are left out. A measurement of a type
+    holds in every region. Measurements of other workloads or of machines the
+    catalog does not list are not used.
     """
-    gpu = catalog.gpu[["instance_type", "peak_flops"]].copy()
+    gpu = catalog.gpu[["region", "instance_type", "peak_flops"]].copy()
+    gpu["row"] = gpu.index
     gpu["flops"] = gpu["peak_flops"].astype(float) * PEAK_UTILISATION
     gpu["flops_source"] = "peak"
     if measured is not None and not measured.empty:
@@ -118,37 +121,36 @@ def node_throughput(
         gpu["flops"] = hit.where(hit.notna(), gpu["flops"]).astype(float)
         gpu["flops_source"] = gpu["flops_source"].where(hit.isna(), "measured")
     gpu = gpu[np.isfinite(gpu["flops"]) & (gpu["flops"] > 0)]
-    return gpu[["instance_type", "flops", "flops_source"]].reset_index(drop=True)
+    columns = ["row", "region", "instance_type", "flops", "flops_source"]
+    return gpu[columns].reset_index(drop=True)
+
+
+FLOPP_COLUMNS = [
+    "region",
+    "instance_type",
+    "workload",
+    "market",
+    "achieved_flops",
+    "usd_per_hour",
+    "flopp",
+    "flops_source",
+]
 
 
 def flopp_table(
     catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """FLOPP = 3600 * F_i / price per market, long format, best first.
-
-    Columns: instance_type, workload, market, achieved_flops, usd_per_hour,
-    flopp, flops_source.
-    """
+    """FLOPP = 3600 * F_i / price per region, type and market, long format, best first."""
     f = node_throughput(catalog, workload, measured)
-    prices = catalog.instances.set_index("instance_type")
     rows = []
     for market, column in (("spot", "spot_price"), ("on_demand", "ondemand_price")):
         part = f.copy()
         part["market"] = market
-        part["usd_per_hour"] = part["instance_type"].map(prices[column]).to_numpy()
+        part["usd_per_hour"] = catalog.instances.loc[f["row"], column].to_numpy(dtype=float)
         rows.append(part[part["usd_per_hour"].notna()])
     out = pd.concat(rows, ignore_index=True)
     out["workload"] = workload
     out = out.rename(columns={"flops": "achieved_flops"})
     out["flopp"] = SECONDS_PER_HOUR * out["achieved_flops"] / out["usd_per_hour"]
-    out = out.sort_values(["flopp", "instance_type"], ascending=[False, True])
-    columns = [
-        "instance_type",
-        "workload",
-        "market",
-        "achieved_flops",
-        "usd_per_hour",
-        "flopp",
-        "flops_source",
-    ]
-    return out[columns].reset_index(drop=True)
+    out = out.sort_values(["flopp", "instance_type", "region"], ascending=[False, True, True])
+    return out[FLOPP_COLUMNS].reset_index(drop=True)

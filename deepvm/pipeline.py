@@ -154,26 +154,14 @@ def compute_flopp(
     workloads: Sequence[str],
     snapshot_date: str | None = None,
     region: str | None = None,
-    *,
-    prices: PriceRefresh | None = None,
 ) -> list[Path]:
-    """FLOPP rows per workload on the date's prices. ``prices``: the refresh that
-    produced them, so that a failed source is named as the cause when the
-    snapshot carried forward lacks the region."""
+    """FLOPP rows per workload on the date's prices (every region, or ``region``)."""
     from deepvm.flopp import flopp_table
     from deepvm.results import write_flopp
     from deepvm.store_inputs import catalog_from_store, latest_measurements
 
     date = snapshot_date or today()
-    try:
-        catalog = catalog_from_store(store_uri, date, region)
-    except InputError as exc:
-        if prices is None or not prices.failed:
-            raise
-        raise SourceUnavailableError(
-            f"price source {prices.source!r} was unreachable ({prices.error}), and the "
-            f"snapshot of {prices.fallback_from} it fell back to cannot be planned: {exc}"
-        ) from None
+    catalog = catalog_from_store(store_uri, date, region)
     measured = latest_measurements(store_uri)
     return [
         write_flopp(flopp_table(catalog, w, measured), store_uri, catalog.snapshot, date)
@@ -349,12 +337,10 @@ def nightly(
             timeout_s=timeout_s,
         )
         report = NightlyReport(date, prices)
-        region = regions[0] if regions else None
-        report.flopp_files = compute_flopp(
-            tx, [s.workload for s in scenarios], date, region, prices=prices
-        )
+        # Every region of the snapshot is planned, each with its own quotas.
+        report.flopp_files = compute_flopp(tx, [s.workload for s in scenarios], date)
         fits = refit_if_new(tx)
         report.refitted = None if fits is None else len(fits)
-        report.plans = replan(tx, scenarios, date, region)
+        report.plans = replan(tx, scenarios, date)
         report.changes = change_report(tx, date)
     return report

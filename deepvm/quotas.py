@@ -18,19 +18,28 @@ QUOTA_COLUMNS = ("quota_group", "market", "vcpus")
 
 @dataclass(frozen=True)
 class Quotas:
-    """vCPU limits keyed by (quota_group, market). A group the table does not
-    name is unlimited in that market."""
+    """vCPU limits per quota group and market, each region counted on its own (AWS
+    counts vCPUs per region). ``limits``, keyed by (quota_group, market), apply to
+    every region separately; ``regional``, keyed by (region, quota_group, market),
+    override them for one region. A group neither names is unlimited."""
 
     limits: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    regional: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
 
-    def limit(self, group: str, market: str) -> float:
-        return self.limits.get((group, market), math.inf)
+    def limit(self, group: str, market: str, region: str = "") -> float:
+        regional = self.regional.get((region, group, market))
+        return regional if regional is not None else self.limits.get((group, market), math.inf)
 
 
 def load_quotas(path: str | Path | None = None) -> Quotas:
-    """The quota table from a file, or the shipped defaults (DESIGN §7)."""
+    """The quota table from a file, or the shipped defaults (DESIGN §7). An optional
+    ``region`` column: a row with a region overrides the regionless row of its
+    group and market there; a row without one applies to every region."""
     source = Path(path) if path is not None else dataset_path("quotas-default.csv")
     df = read_table(source, QUOTA_COLUMNS, "quotas")
+    if "region" not in df.columns:
+        df["region"] = ""
+    df["region"] = df["region"].fillna("").astype(str).str.strip()
     df["quota_group"] = text_column(df, "quota_group", "quotas", key="quota_group")
     df["market"] = text_column(df, "market", "quotas", key="quota_group")
     bad = df[~df["market"].isin(MARKETS)]
@@ -41,7 +50,13 @@ def load_quotas(path: str | Path | None = None) -> Quotas:
             f"must be one of {', '.join(MARKETS)}"
         )
     vcpus = numeric_column(df, "vcpus", "quotas", minimum=0, key="quota_group")
-    reject_duplicates(df, ["quota_group", "market"], "quotas")
-    return Quotas(
-        {(g, m): float(v) for g, m, v in zip(df["quota_group"], df["market"], vcpus, strict=True)}
-    )
+    reject_duplicates(df, ["region", "quota_group", "market"], "quotas")
+    rows = zip(df["region"], df["quota_group"], df["market"], vcpus, strict=True)
+    limits: dict[tuple[str, str], float] = {}
+    regional: dict[tuple[str, str, str], float] = {}
+    for region, group, market, value in rows:
+        if region:
+            regional[region, group, market] = float(value)
+        else:
+            limits[group, market] = float(value)
+    return Quotas(limits, regional)

@@ -170,6 +170,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
         "snapshot_date",
         pa.schema(
             [
+                ("region", pa.string()),
                 ("instance_type", pa.string()),
                 ("workload", pa.string()),
                 ("market", pa.string()),

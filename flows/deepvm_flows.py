@@ -100,10 +100,8 @@ def compute_flopp_task(
     workloads: list[str],
     snapshot_date: str | None,
     region: str | None = None,
-    prices: pipeline.PriceRefresh | None = None,
 ) -> list[str]:
-    files = pipeline.compute_flopp(store, workloads, snapshot_date, region, prices=prices)
-    return [str(p) for p in files]
+    return [str(p) for p in pipeline.compute_flopp(store, workloads, snapshot_date, region)]
 
 
 @task(name="refit-overhead", cache_policy=NO_CACHE)
@@ -327,7 +325,7 @@ def nightly(
         str, Field(description="snapshot, aws, azure, skypilot, or a catalog file path")
     ] = "snapshot",
     price_regions: Annotated[
-        list[str] | None, Field(description="regions to fetch; the first is planned in")
+        list[str] | None, Field(description="regions to fetch; every region is planned")
     ] = None,
     snapshot_date: DateText = None,
     price_timeout_s: Annotated[
@@ -342,7 +340,7 @@ def nightly(
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         scenarios_path: registered jobs (TOML); default: the shipped file.
         price_source: snapshot, aws, azure, skypilot, or a catalog file path.
-        price_regions: regions to fetch; the first is planned in.
+        price_regions: regions to fetch; every region is planned.
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
     """
@@ -362,10 +360,9 @@ def nightly(
                     prices.error,
                     prices.fallback_from,
                 )
-            region = price_regions[0] if price_regions else None
-            compute_flopp_task(tx, [j.workload for j in jobs], date, region, prices)
+            compute_flopp_task(tx, [j.workload for j in jobs], date)
             refitted = refit_task(tx)
-            plans = replan_task(tx, jobs, date, region)
+            plans = replan_task(tx, jobs, date)
             changes = cast(pd.DataFrame, change_report_task(tx, date))
     for p in plans:
         if p.error:

@@ -22,10 +22,11 @@ def gpu_row(
     gbps: float = 10,
     group: str = "G",
     peak: float = 1e14,
+    region: str = "r",
 ) -> dict[str, object]:
     return {
         "provider": "aws",
-        "region": "r",
+        "region": region,
         "instance_type": name,
         "quota_group": group,
         "vcpus": vcpus,
@@ -48,10 +49,11 @@ def cpu_row(
     gbps: float = 10,
     vcpus: float = 4,
     group: str = "standard",
+    region: str = "r",
 ) -> dict[str, object]:
     return {
         "provider": "aws",
-        "region": "r",
+        "region": region,
         "instance_type": name,
         "quota_group": group,
         "vcpus": vcpus,
@@ -72,12 +74,13 @@ def make_fleet(
     quotas: dict[tuple[str, str], float] | None = None,
     overhead: pd.DataFrame | None = None,
     saturation: SaturationModel | None = None,
+    regional: dict[tuple[str, str, str], float] | None = None,
 ) -> Fleet:
     catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
     return build_fleet(
         catalog,
         WORKLOAD,
-        quotas=Quotas(quotas or {}),
+        quotas=Quotas(quotas or {}, regional or {}),
         overhead_tables=[overhead] if overhead is not None else [],
         saturation=saturation,
     )

@@ -46,7 +46,7 @@ def test_feasible_reference_configs_pass():
     ("config", "budget", "broken"),
     [
         # Single Anchor: n >= 2, spot quota (n-1)c <= Q, on-demand quota c <= Q, budget
-        (Config(SINGLE_ANCHOR, 0, 1), 100, "single anchor needs n >= 2"),
+        (Config(SINGLE_ANCHOR, 0, 1), 100, "single_anchor needs n >= 2"),
         (Config(SINGLE_ANCHOR, 0, 19), 100, "spot quota"),  # 18 * 4 = 72 > 68
         (Config(SINGLE_ANCHOR, 0, 4), 1.89, "budget"),  # 1 + 3 * 0.3 = 1.9
         # On-Demand: quota n c <= Q, budget

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from deepvm.overhead import SaturationModel
@@ -48,6 +48,9 @@ model_rows = st.one_of(
 
 @st.composite
 def scenarios(draw):
+    """Small fleets over one or two regions, each with its own quotas (a regionless
+    limit per group and market, overridden in region r1 by some draws)."""
+    regions = ["r0", "r1"][: draw(st.integers(1, 2))]
     n_gpu = draw(st.integers(1, 3))
     n_cpu = draw(st.integers(0, 3))
     rows, models = [], []
@@ -56,17 +59,21 @@ def scenarios(draw):
         spot = draw(
             st.one_of(st.none(), st.integers(10, 100).map(lambda p, od=od: round(od * p / 100, 4)))
         )
-        rows.append(
-            gpu_row(
-                f"g{i}",
-                od,
-                spot if spot else None,
-                vcpus=draw(st.sampled_from([4, 8])),
-                gbps=draw(gbps),
-                group=draw(st.sampled_from(["G", "P"])),
-                peak=draw(st.integers(1, 50)) * 1e12,
-            )
+        row = gpu_row(
+            f"g{i}",
+            od,
+            spot if spot else None,
+            vcpus=draw(st.sampled_from([4, 8])),
+            gbps=draw(gbps),
+            group=draw(st.sampled_from(["G", "P"])),
+            peak=draw(st.integers(1, 50)) * 1e12,
+            region=draw(st.sampled_from(regions)),
         )
+        rows.append(row)
+        if len(regions) == 2 and i == 0 and draw(st.booleans()):
+            # the same type in the other region, at another price
+            other = "r1" if row["region"] == "r0" else "r0"
+            rows.append({**row, "region": other, "ondemand_price": draw(price)})
         models.append({"instance_type": f"g{i}", "workload": "resnet50", **draw(model_rows)})
     for j in range(n_cpu):
         rows.append(
@@ -76,12 +83,20 @@ def scenarios(draw):
                 memory_gib=draw(st.sampled_from([2, 4, 8, 16])),
                 gbps=draw(gbps),
                 vcpus=draw(st.sampled_from([2, 4])),
+                region=draw(st.sampled_from(regions)),
             )
         )
     quotas = {
         (g, m): draw(st.sampled_from([8, 16, 32, 64]))
         for g in ("G", "P", "standard")
         for m in ("spot", "on_demand")
+    }
+    # In r1 the G spot quota is always tighter than elsewhere; the others sometimes.
+    regional = {
+        ("r1", g, m): draw(st.sampled_from([0, 4, 8] if (g, m) == ("G", "spot") else [0, 4, 16]))
+        for g in ("G", "standard")
+        for m in ("spot", "on_demand")
+        if len(regions) == 2 and ((g, m) == ("G", "spot") or draw(st.booleans()))
     }
     overhead = pd.DataFrame(models).assign(source="test")
     for column in ("a", "b", "c", "p", "alpha", "beta"):
@@ -95,7 +110,9 @@ def scenarios(draw):
             st.just(SaturationModel.from_points([(0.3, 1), (5, 2), (12.5, 3), (50, 6)])),
         )
     )
-    fleet = make_fleet(rows, quotas=quotas, overhead=overhead, saturation=saturation)
+    fleet = make_fleet(
+        rows, quotas=quotas, overhead=overhead, saturation=saturation, regional=regional
+    )
     budget = draw(st.integers(10, 2500)) / 100
     checkpoint = draw(st.sampled_from([0.1, 1.0, 3.0, 8.0]))
     return fleet, budget, checkpoint
@@ -149,6 +166,7 @@ def test_top3_equals_enumeration(scenario, policy_objective, method):
     fleet, budget, checkpoint = scenario
     policy, objective = policy_objective
     solver, presolve = method
+    assume(solver == "numpy" or len(fleet.regions) == 1)  # the MILP plans one region
     j = job(checkpoint_gb=checkpoint)
     planner = Planner(
         fleet,
@@ -173,6 +191,7 @@ def test_sweep_equals_enumeration(scenario, objective, method):
     budgets = [0.0, top_budget / 7, top_budget / 3, top_budget / 2, top_budget]
     policies = [p for p, o in POLICY_ARCHS if o == objective]
     solver, presolve = method
+    assume(solver == "numpy" or len(fleet.regions) == 1)  # the MILP plans one region
     planner = Planner(
         fleet,
         j,

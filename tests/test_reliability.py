@@ -209,6 +209,7 @@ def test_a_publication_killed_half_way_is_rolled_forward(tmp_path):
     root = tmp_path / "s"
     df = pd.DataFrame(
         {
+            "region": ["r"],
             "instance_type": ["a"],
             "workload": ["w"],
             "market": ["spot"],
@@ -361,7 +362,9 @@ def test_nightly_names_an_unreachable_source(tmp_path, monkeypatch, jobs, capsys
         server.shutdown()
         server.server_close()
     err = capsys.readouterr().err
-    assert code == 1 and "'azure' was unreachable" in err and "HTTP 404" in err
+    # every region of the carried snapshot is planned; the source is named as the cause
+    assert code == 1 and "price source 'azure' unreachable" in err and "HTTP 404" in err
+    assert "no prices for region" not in err
 
 
 # --- output that tools read ---------------------------------------------------------------

@@ -61,7 +61,8 @@ ACCELERATOR_PEAK_FLOPS = {
 
 @dataclass(frozen=True)
 class Catalog:
-    """Instance types of one provider and region with their specs and prices.
+    """Instance types with their specs and prices, one row per (region, type); a
+    catalog may span regions (each planned with its own quotas).
 
     ``instances`` has the columns of CATALOG_COLUMNS plus accelerator_memory_gib
     and peak_flops (NaN where unknown); ``spot_price`` is NaN where a type has no
@@ -78,6 +79,10 @@ class Catalog:
     @property
     def cpu(self) -> pd.DataFrame:
         return self.instances[self.instances["accelerator_count"] == 0]
+
+    @property
+    def regions(self) -> list[str]:
+        return sorted(set(self.instances["region"]))
 
     def __len__(self) -> int:
         return len(self.instances)
@@ -121,17 +126,14 @@ def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataF
     )
     out["interruption_rate"] = _interruption_rates(out, what)
     if region is not None:
+        known = sorted(set(out["region"]))
         out = out[out["region"] == region]
         if out.empty:
-            raise InputError(f"catalog has no instance types in region {region!r}")
-    places = out[["provider", "region"]].drop_duplicates()
-    if len(places) > 1:
-        listed = ", ".join(f"{p}/{r}" for p, r in places.itertuples(index=False))
-        raise InputError(
-            f"catalog spans several regions ({listed}); pick one with --region "
-            "(a cluster is planned in one region)"
-        )
-    reject_duplicates(out, ["instance_type"], what)
+            raise InputError(
+                f"catalog has no instance types in region {region!r}; its regions: "
+                + ", ".join(known)
+            )
+    reject_duplicates(out, ["region", "instance_type"], what)
     _reject_colliding_names(out, what)
     return out.reset_index(drop=True)
 
@@ -142,7 +144,7 @@ def _reject_colliding_names(df: pd.DataFrame, what: str) -> None:
     from deepvm.names import MAX_NAME_LENGTH, file_safe
 
     seen: dict[str, str] = {}
-    for name in df["instance_type"]:
+    for name in df["instance_type"].unique():
         if len(name) > MAX_NAME_LENGTH:
             raise InputError(
                 f"{source_label(df, what)}: instance_type {name[:40]!r}... is longer than "

@@ -111,39 +111,39 @@ EXTRA_SOURCES: dict[str, Callable[[], PriceSource]] = {}
 def catalog_from_tables(
     instances: pd.DataFrame, prices: pd.DataFrame, label: str, region: str | None = None
 ) -> Catalog:
-    """The planner's wide catalog from stored specs and one snapshot of prices in
-    one region. Spot prices are per zone where the source has zones: the catalog
-    takes the cheapest zone per type and names it (``spot_zone``)."""
+    """The planner's wide catalog from stored specs and one snapshot of prices, in
+    every region (or ``region`` alone). Spot prices are per zone where the source
+    has zones: the catalog takes the cheapest zone per type and region and names
+    it (``spot_zone``)."""
     from deepvm.errors import InputError
 
-    regions = sorted(set(prices["region"].dropna()))
-    if region is None and len(regions) > 1:
-        raise InputError(
-            f"prices span several regions ({', '.join(regions)}); pick one "
-            "with --region (a cluster is planned in one region)"
-        )
-    region = region or (regions[0] if regions else None)
-    prices = prices[prices["region"] == region]
-    instances = instances[instances["region"] == region] if "region" in instances else instances
-    if prices.empty:
-        raise InputError(f"no prices for region {region!r}")
-    cheapest = prices.sort_values("usd_per_hour").drop_duplicates(["instance_type", "market"])
-    wide_prices = cheapest.pivot(index="instance_type", columns="market", values="usd_per_hour")
-    spot = cheapest[cheapest["market"] == "spot"].set_index("instance_type")
-    zones = spot["zone"]
-    rates = spot.get("interruption_rate")
-    wide = instances.drop_duplicates("instance_type", keep="last").set_index("instance_type")
-    wide = wide.join(wide_prices, how="inner").reset_index()
+    if region is not None:
+        known = sorted(set(prices["region"].dropna()))
+        prices = prices[prices["region"] == region]
+        if prices.empty:
+            raise InputError(
+                f"no prices for region {region!r}; the snapshot has: {', '.join(known)}"
+            )
+    key = ["region", "instance_type"]
+    cheapest = prices.sort_values("usd_per_hour").drop_duplicates([*key, "market"])
+    wide_prices = cheapest.pivot(index=key, columns="market", values="usd_per_hour")
+    spot = cheapest[cheapest["market"] == "spot"].set_index(key)
+    specs = instances.drop_duplicates(key, keep="last").set_index(key)
+    wide = specs.join(wide_prices, how="inner").reset_index()
     wide = wide.rename(columns={"on_demand": "ondemand_price", "spot": "spot_price"})
     for column in ("ondemand_price", "spot_price"):
         if column not in wide:
             wide[column] = float("nan")
     wide = wide[wide["ondemand_price"].notna()]
-    wide["spot_zone"] = wide["instance_type"].map(zones)
+    index = pd.MultiIndex.from_frame(wide[key])
+    wide["spot_zone"] = spot["zone"].reindex(index).to_numpy()
+    rates = spot.get("interruption_rate")
     wide["interruption_rate"] = (
-        wide["instance_type"].map(rates).astype(float) if rates is not None else float("nan")
+        rates.reindex(index).to_numpy(dtype=float) if rates is not None else float("nan")
     )
-    return Catalog(validate_catalog(wide), snapshot=label)
+    if wide.empty:
+        raise InputError(f"the {label} prices match no instance type the store describes")
+    return Catalog(validate_catalog(wide.reset_index(drop=True)), snapshot=label)
 
 
 def fill_interruption_rates(prices: pd.DataFrame) -> pd.DataFrame:

@@ -284,6 +284,8 @@ class SweepResult:
 SWEEP_COLUMNS = [
     "budget",
     "policy",
+    "region",
+    "zone",
     "architecture",
     "worker_type",
     "n_workers",
@@ -335,10 +337,14 @@ def sweep(
     rows = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
+            fleet = planner.fleet
+            zone = fleet.gpu_spot_zone[config.worker] if fleet.gpu_spot_zone else None
             rows.append(
                 {
                     "budget": budget,
                     "policy": policy,
+                    "region": fleet.gpu_region_of(config.worker),
+                    "zone": zone if config.n_spot else None,
                     "architecture": config.architecture,
                     "worker_type": planner.fleet.gpu_types[config.worker],
                     "n_workers": config.n_workers,

@@ -1,8 +1,8 @@
-"""Cluster architectures, the configurations they allow, and their exact checks
-(DESIGN §4.3).
+"""The configurations the architectures allow (deepvm.planner.architectures),
+their costs and their exact checks.
 
-A *candidate* is a worker choice (architecture, GPU type i, node count n); the
-MILP picks one candidate and, for Tiering, the remote CPU type j and count m.
+A *candidate* is a worker choice (architecture, GPU type i, node count n); a
+Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumeration).
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import numpy as np
 
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
+from deepvm.planner import architectures as arch
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntArray
 
-SINGLE_ANCHOR = "single_anchor"
-TIERING = "tiering"
-ON_DEMAND = "on_demand"
-# All spot, checkpoints in object storage: the DeepVM paper rejects it; it is
-# planned only where preemption risk is priced (objectives goodput and cost).
-OBJECT_STORE = "spot_object_store"
-ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND, OBJECT_STORE)
-# What the throughput objective plans over (DESIGN §4.3).
-DESIGN_ARCHITECTURES = (SINGLE_ANCHOR, TIERING, ON_DEMAND)
+# The architectures' names, as configurations, Parquet and JSON spell them.
+SINGLE_ANCHOR = arch.SINGLE_ANCHOR.name
+TIERING = arch.TIERING.name
+ON_DEMAND = arch.ON_DEMAND.name
+OBJECT_STORE = arch.OBJECT_STORE.name
+ARCHITECTURES = tuple(a.name for a in arch.REGISTRY)
+# What the objectives that do not price preemption plan over.
+DESIGN_ARCHITECTURES = tuple(a.name for a in arch.REGISTRY if not a.risk_only)
 
 
 # Relative slack when comparing a cost with the budget: prices carry 4-6 decimals.
@@ -59,9 +59,7 @@ class Config:
 
     @property
     def n_spot(self) -> int:
-        if self.architecture == SINGLE_ANCHOR:
-            return self.n_workers - 1
-        return self.n_workers if self.architecture in (TIERING, OBJECT_STORE) else 0
+        return int(arch.architecture(self.architecture).n_spot(self.n_workers))
 
     @property
     def n_on_demand(self) -> int:
@@ -75,14 +73,11 @@ class Config:
 
 def hourly_cost(fleet: Fleet, config: Config) -> float:
     i, n = config.worker, config.n_workers
-    if config.architecture == SINGLE_ANCHOR:
-        return float(fleet.gpu_ondemand[i] + (n - 1) * fleet.gpu_spot[i])
-    if config.architecture == ON_DEMAND:
-        return float(n * fleet.gpu_ondemand[i])
-    if config.architecture == OBJECT_STORE:
-        return float(n * fleet.gpu_spot[i] + fleet.object_store_usd_per_hour)
-    assert config.remote is not None
-    return float(n * fleet.gpu_spot[i] + config.n_remote * fleet.cpu_ondemand[config.remote])
+    workers = arch.architecture(config.architecture).worker_cost(
+        fleet.gpu_spot[i], fleet.gpu_ondemand[i], n, fleet.object_store_usd_per_hour
+    )
+    remote = 0.0 if config.remote is None else config.n_remote * fleet.cpu_ondemand[config.remote]
+    return float(workers + remote)
 
 
 def cluster_words(fleet: Fleet, config: Config) -> str:
@@ -90,7 +85,10 @@ def cluster_words(fleet: Fleet, config: Config) -> str:
     words = f"{config.n_workers} x {fleet.gpu_types[config.worker]} ({config.architecture}"
     if config.remote is not None:
         words += f" + {config.n_remote} x {fleet.cpu_types[config.remote]}"
-    return words + ")"
+    words += ")"
+    if len(fleet.regions) > 1:
+        words += f" in {fleet.gpu_region_of(config.worker)}"
+    return words
 
 
 def throughput(fleet: Fleet, config: Config) -> float:
@@ -104,49 +102,40 @@ def within_budget(cost: float, budget: float) -> bool:
 
 
 def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[str]:
-    """Every constraint of DESIGN §4.3 the configuration breaks (empty: feasible).
-    Written directly from the model, independent of the MILP, to check its answers."""
-    i, n, arch = config.worker, config.n_workers, config.architecture
-    q = fleet.quotas
-    group, vcpus = fleet.gpu_group[i], fleet.gpu_vcpus[i]
-    broken: list[str] = []
-    if arch not in ARCHITECTURES:
-        return [f"unknown architecture {arch!r}"]
-    if arch in (SINGLE_ANCHOR, TIERING, OBJECT_STORE) and not np.isfinite(fleet.gpu_spot[i]):
+    """Every constraint the configuration breaks (empty: feasible). Written from
+    the architectures' node roles, apart from the vectorised planner, to check
+    its answers."""
+    i, n = config.worker, config.n_workers
+    if config.architecture not in arch.BY_NAME:
+        return [f"unknown architecture {config.architecture!r}"]
+    a = arch.architecture(config.architecture)
+    vcpus = fleet.gpu_vcpus[i]
+    if a.uses_spot and not np.isfinite(fleet.gpu_spot[i]):
         return ["worker type has no spot price"]
-    if arch == SINGLE_ANCHOR:
-        if n < 2:
-            broken.append("single anchor needs n >= 2")
-        if (n - 1) * vcpus > q.limit(group, "spot"):
-            broken.append("spot quota")
-        if vcpus > q.limit(group, "on_demand"):
-            broken.append("on-demand quota")
-    elif arch == ON_DEMAND:
-        if n < 1:
-            broken.append("on-demand needs n >= 1")
-        if n * vcpus > q.limit(group, "on_demand"):
-            broken.append("on-demand quota")
-    elif arch == OBJECT_STORE:
-        if n < 1:
-            broken.append("object-store cluster needs n >= 1")
-        if n * vcpus > q.limit(group, "spot"):
-            broken.append("spot quota")
-    else:
+    broken: list[str] = []
+    if n < a.min_workers:
+        broken.append(f"{a.name} needs n >= {a.min_workers}")
+    if a.n_spot(n) * vcpus > fleet.gpu_quota(i, "spot"):
+        broken.append("spot quota")
+    if a.n_on_demand(n) * vcpus > fleet.gpu_quota(i, "on_demand"):
+        broken.append("on-demand quota")
+    if a.remote_tier:
         j, m = config.remote, config.n_remote
-        if j is None or m < 1 or n < 1:
-            return [*broken, "tiering needs n >= 1 workers and m >= 1 remote nodes"]
+        if j is None or m < 1:
+            return [*broken, f"{a.name} needs m >= 1 remote nodes"]
+        if fleet.cpu_region_of(j) != fleet.gpu_region_of(i):
+            broken.append("remote nodes in another region")
         beta = min(fleet.gpu_gbps[i], fleet.cpu_gbps[j])
         if n > int(fleet.saturation(beta)) * m:
             broken.append("network saturation")
         if m * REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb[j] < job.remote_memory_needed_gb:
             broken.append("checkpoint memory")
-        if n * vcpus > q.limit(group, "spot"):
-            broken.append("spot quota")
-        if m * fleet.cpu_vcpus[j] > q.limit(fleet.cpu_group[j], "on_demand"):
+        if m * fleet.cpu_vcpus[j] > fleet.cpu_quota(j, "on_demand"):
             broken.append("remote on-demand quota")
-    if not math.isfinite(hourly_cost(fleet, config)) or not within_budget(
-        hourly_cost(fleet, config), budget
-    ):
+    elif config.remote is not None:
+        broken.append(f"{a.name} has no remote tier")
+    cost = hourly_cost(fleet, config)
+    if not math.isfinite(cost) or not within_budget(cost, budget):
         broken.append("budget")
     return broken
 
@@ -164,7 +153,7 @@ class Candidates:
         return len(self.n)
 
     def arch_mask(self, *architectures: str) -> np.ndarray:
-        codes = [ARCHITECTURES.index(a) for a in architectures]
+        codes = [arch.code(a) for a in architectures]
         return np.isin(self.architecture, codes)
 
     def cost(self, fleet: Fleet) -> FloatArray:
@@ -176,40 +165,40 @@ def worker_cost(
     fleet: Fleet, architecture: np.ndarray, worker: np.ndarray, n: np.ndarray
 ) -> FloatArray:
     """Hourly cost of worker sides (arrays of architecture codes, GPU types, counts;
-    one code broadcasts to all). Filled per architecture, in place: few temporaries
-    on catalogs of millions of candidates."""
-    code = np.broadcast_to(architecture, n.shape)
-    cost = n * fleet.gpu_spot[worker]  # Tiering, spot_object_store: all spot
-    for arch in (SINGLE_ANCHOR, ON_DEMAND, OBJECT_STORE):
-        at = np.flatnonzero(code == ARCHITECTURES.index(arch))
-        if not at.size:
-            continue
-        i, nodes = worker[at], n[at]
-        if arch == SINGLE_ANCHOR:
-            cost[at] = fleet.gpu_ondemand[i] + (nodes - 1) * fleet.gpu_spot[i]
-        elif arch == ON_DEMAND:
-            cost[at] = nodes * fleet.gpu_ondemand[i]
-        else:
-            cost[at] += fleet.object_store_usd_per_hour
+    one code broadcasts to all), filled per architecture from its node roles."""
+    codes = np.broadcast_to(architecture, n.shape)
+    cost = np.full(n.shape, np.nan)
+    for code, a in enumerate(arch.REGISTRY):
+        at = np.flatnonzero(codes == code)
+        if at.size:
+            i = worker[at]
+            cost[at] = a.worker_cost(
+                fleet.gpu_spot[i], fleet.gpu_ondemand[i], n[at], fleet.object_store_usd_per_hour
+            )
     return cost
+
+
+def _quota_column(fleet: Fleet, market: str) -> FloatArray:
+    """Per GPU type, its quota group's limit in its region (looked up once per
+    distinct (group, region), not once per type)."""
+    regions = fleet.gpu_region or ("",) * len(fleet.gpu_types)
+    limits: dict[tuple[str, str], float] = {}
+    out = np.empty(len(fleet.gpu_types))
+    for i, key in enumerate(zip(fleet.gpu_group, regions, strict=True)):
+        if key not in limits:
+            limits[key] = fleet.quotas.limit(key[0], market, key[1])
+        out[i] = limits[key]
+    return out
 
 
 def node_limits(fleet: Fleet, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
     """Largest n per GPU type and architecture that the quotas and the cap allow."""
-    q = fleet.quotas
-    spot_q = np.array([q.limit(g, "spot") for g in fleet.gpu_group])
-    od_q = np.array([q.limit(g, "on_demand") for g in fleet.gpu_group])
-    c = fleet.gpu_vcpus
+    spot_q = _quota_column(fleet, "spot")
+    od_q = _quota_column(fleet, "on_demand")
     has_spot = np.isfinite(fleet.gpu_spot)
-    with np.errstate(invalid="ignore"):
-        spot_n = np.minimum(np.floor(spot_q / c), max_nodes)
-        od_n = np.minimum(np.floor(od_q / c), max_nodes)
-    anchor_ok = (c <= od_q) & has_spot
     return {
-        SINGLE_ANCHOR: np.where(anchor_ok, np.minimum(spot_n + 1, max_nodes), 0).astype(np.int64),
-        TIERING: np.where(has_spot, spot_n, 0).astype(np.int64),
-        ON_DEMAND: od_n.astype(np.int64),
-        OBJECT_STORE: np.where(has_spot, spot_n, 0).astype(np.int64),
+        a.name: a.max_workers(spot_q, od_q, fleet.gpu_vcpus, has_spot, max_nodes)
+        for a in arch.REGISTRY
     }
 
 
@@ -226,11 +215,11 @@ def build_candidates(
     limits = node_limits(fleet, max_nodes)
     table = fleet.speedup_table(max_nodes)
     parts = []
-    for code, arch in enumerate(ARCHITECTURES):
-        if arch not in architectures:
+    for code, a in enumerate(arch.REGISTRY):
+        if a.name not in architectures:
             continue
-        low = 2 if arch == SINGLE_ANCHOR else 1
-        counts = np.maximum(limits[arch] - low + 1, 0)
+        low = a.min_workers
+        counts = np.maximum(limits[a.name] - low + 1, 0)
         worker = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
         starts = np.cumsum(counts) - counts
         n = (np.arange(int(counts.sum())) - np.repeat(starts, counts) + low).astype(np.int32)

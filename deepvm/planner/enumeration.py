@@ -64,7 +64,7 @@ def remote_upper_bounds(fleet: Fleet, budget_cap: float | None) -> FloatArray:
     """The most nodes of each CPU type that its quota (and the budget cap) allow."""
     if not len(fleet.cpu_types):
         return np.zeros(0)
-    quota = np.array([fleet.quotas.limit(g, "on_demand") for g in fleet.cpu_group])
+    quota = np.array([fleet.cpu_quota(j, "on_demand") for j in range(len(fleet.cpu_types))])
     upper = np.floor(quota / fleet.cpu_vcpus)
     if budget_cap is not None:
         upper = np.minimum(upper, np.floor(budget_cap / fleet.cpu_ondemand + 1e-9))
@@ -89,29 +89,42 @@ def undominated_remotes(
 
 
 def remote_sides(fleet: Fleet, job: Job, max_nodes: int, upper: FloatArray) -> RemoteSides:
-    """The cheapest feasible remote side for every GPU type and n <= ``max_nodes``,
-    in closed form over the undominated remote types (see the module docstring)."""
-    nsat_gpu = fleet.saturation(fleet.gpu_gbps).astype(float)
-    classes, klass = np.unique(nsat_gpu, return_inverse=True)
+    """The cheapest feasible remote side, in the workers' region, for every GPU type
+    and n <= ``max_nodes``, in closed form over each region's undominated remote
+    types (see the module docstring)."""
+    gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)
+    gpu_region = np.array(fleet.gpu_region or [""] * len(fleet.gpu_types), dtype=object)
+    cpu_region = np.array(fleet.cpu_region or [""] * len(fleet.cpu_types), dtype=object)
+    # One table row per (region, N_sat(b_i)) class of GPU types.
+    classes = sorted(set(zip(gpu_region, gpu_nsat, strict=True)))
+    row = {c: r for r, c in enumerate(classes)}
+    klass = np.array([row[c] for c in zip(gpu_region, gpu_nsat, strict=True)], dtype=np.int64)
     shape = (len(classes), max_nodes + 1)
     best = np.full(shape, np.inf)
     best_j = np.full(shape, -1, dtype=np.int64)
     best_m = np.zeros(shape, dtype=np.int64)
     n = np.arange(max_nodes + 1, dtype=float)[None, :]
-    nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float)
+    cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
     usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
     need = job.remote_memory_needed_gb
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_worker = np.ceil(n / classes[:, None] - 1e-9)
-        for j in undominated_remotes(nsat_cpu, usable, upper, fleet.cpu_ondemand):
-            memory = math.ceil(need / usable[j] - 1e-9) if need > 0 else 1
-            m = np.maximum(np.maximum(per_worker, np.ceil(n / nsat_cpu[j] - 1e-9)), max(memory, 1))
-            here = np.where(m <= upper[j], m * fleet.cpu_ondemand[j], np.inf)
-            better = here < best
-            best = np.where(better, here, best)
-            best_j = np.where(better, j, best_j)
-            best_m = np.where(better, m, best_m).astype(np.int64)
-    return RemoteSides(best, best_j, best_m, klass.astype(np.int64))
+        for region in sorted(set(gpu_region)):
+            rows = np.array([r for r, (c_region, _) in enumerate(classes) if c_region == region])
+            per_worker = np.ceil(n / np.array([classes[r][1] for r in rows])[:, None] - 1e-9)
+            local = np.flatnonzero(cpu_region == region)
+            for j in local[
+                undominated_remotes(
+                    cpu_nsat[local], usable[local], upper[local], fleet.cpu_ondemand[local]
+                )
+            ]:
+                memory = math.ceil(need / usable[j] - 1e-9) if need > 0 else 1
+                m = np.maximum(np.maximum(per_worker, np.ceil(n / cpu_nsat[j] - 1e-9)), memory)
+                here = np.where(m <= upper[j], m * fleet.cpu_ondemand[j], np.inf)
+                better = here < best[rows]
+                best[rows] = np.where(better, here, best[rows])
+                best_j[rows] = np.where(better, j, best_j[rows])
+                best_m[rows] = np.where(better, m, best_m[rows]).astype(np.int64)
+    return RemoteSides(best, best_j, best_m, klass)
 
 
 def _tie_threshold(best: FloatArray | float) -> FloatArray:

@@ -37,8 +37,11 @@ def enumerate_feasible(
     archs = set(architectures)
     q = fleet.quotas
     limit = budget * (1 + BUDGET_RTOL) + 1e-12
+    gpu_region = fleet.gpu_region or ("",) * len(fleet.gpu_types)
+    cpu_region = fleet.cpu_region or ("",) * len(fleet.cpu_types)
     out: list[tuple[Config, float]] = []
-    # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, vCPUs, quota)
+    # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, vCPUs,
+    # quota), for the remote types of i's region (quotas count per region).
     remotes = [
         [
             (
@@ -47,9 +50,10 @@ def enumerate_feasible(
                 REMOTE_MEMORY_FRACTION * float(fleet.cpu_memory_gb[j]),
                 float(fleet.cpu_ondemand[j]),
                 float(fleet.cpu_vcpus[j]),
-                q.limit(fleet.cpu_group[j], "on_demand"),
+                q.limit(fleet.cpu_group[j], "on_demand", cpu_region[j]),
             )
             for j in range(len(fleet.cpu_types))
+            if cpu_region[j] == gpu_region[i]
         ]
         for i in range(len(fleet.gpu_types))
     ]
@@ -57,26 +61,26 @@ def enumerate_feasible(
         spot = float(fleet.gpu_spot[i])
         od = float(fleet.gpu_ondemand[i])
         c = float(fleet.gpu_vcpus[i])
-        g = fleet.gpu_group[i]
+        g, r = fleet.gpu_group[i], gpu_region[i]
         has_spot = not math.isnan(spot)
         for n in range(1, max_nodes + 1):
             if SINGLE_ANCHOR in archs and has_spot and n >= 2:
                 cost = od + (n - 1) * spot
                 if (
                     cost <= limit
-                    and (n - 1) * c <= q.limit(g, "spot")
-                    and c <= q.limit(g, "on_demand")
+                    and (n - 1) * c <= q.limit(g, "spot", r)
+                    and c <= q.limit(g, "on_demand", r)
                 ):
                     out.append((Config(SINGLE_ANCHOR, i, n), cost))
             if ON_DEMAND in archs:
                 cost = n * od
-                if cost <= limit and n * c <= q.limit(g, "on_demand"):
+                if cost <= limit and n * c <= q.limit(g, "on_demand", r):
                     out.append((Config(ON_DEMAND, i, n), cost))
             if OBJECT_STORE in archs and has_spot:
                 cost = n * spot + fleet.object_store_usd_per_hour
-                if cost <= limit and n * c <= q.limit(g, "spot"):
+                if cost <= limit and n * c <= q.limit(g, "spot", r):
                     out.append((Config(OBJECT_STORE, i, n), cost))
-            if TIERING in archs and has_spot and n * c <= q.limit(g, "spot"):
+            if TIERING in archs and has_spot and n * c <= q.limit(g, "spot", r):
                 for j, nsat, mem, price, cj, cap in remotes[i]:
                     m = 1
                     while True:

@@ -27,7 +27,9 @@ IntArray = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class Fleet:
-    """GPU worker candidates (index i) and CPU remote candidates (index j)."""
+    """GPU worker candidates (index i) and CPU remote candidates (index j): one entry
+    per (region, instance type). Quotas count per region, and a Tiering cluster's
+    remote nodes are in its workers' region."""
 
     gpu_types: tuple[str, ...]
     gpu_spot: FloatArray  # USD/h, NaN = no spot market
@@ -48,7 +50,8 @@ class Fleet:
     saturation: SaturationModel
     workload: str
     snapshot: str
-    region: str = ""
+    gpu_region: tuple[str, ...] = ()  # empty: one unnamed region
+    cpu_region: tuple[str, ...] = ()
     gpu_spot_zone: tuple[str | None, ...] = ()
     # Monthly fraction of spot instances reclaimed, per GPU type (NaN: unknown).
     gpu_interruption: FloatArray = field(default_factory=lambda: np.zeros(0))
@@ -57,6 +60,24 @@ class Fleet:
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
+
+    def gpu_region_of(self, i: int) -> str:
+        return self.gpu_region[i] if self.gpu_region else ""
+
+    def cpu_region_of(self, j: int) -> str:
+        return self.cpu_region[j] if self.cpu_region else ""
+
+    def gpu_quota(self, i: int, market: str) -> float:
+        """vCPUs GPU type i's quota group may run in its region and ``market``."""
+        return self.quotas.limit(self.gpu_group[i], market, self.gpu_region_of(i))
+
+    def cpu_quota(self, j: int, market: str) -> float:
+        return self.quotas.limit(self.cpu_group[j], market, self.cpu_region_of(j))
+
+    @property
+    def regions(self) -> list[str]:
+        """The regions of its GPU and CPU types ([""] for an unnamed one)."""
+        return sorted(set(self.gpu_region) | set(self.cpu_region)) or [""]
 
     def speedup_table(self, max_nodes: int) -> FloatArray:
         """s_i(n) for every GPU type i and n = 0..max_nodes (column 0 unused),
@@ -106,8 +127,7 @@ def build_fleet(
             "no GPU instance type in the catalog has a throughput: give peak_flops "
             "in the catalog or measurements with --throughput FILE"
         )
-    inst = catalog.instances.set_index("instance_type")
-    g = inst.loc[f["instance_type"]]
+    g = catalog.instances.loc[f["row"]]
     c = catalog.cpu
     types = tuple(f["instance_type"])
     models = resolve_models(types, workload, overhead_tables)
@@ -131,7 +151,8 @@ def build_fleet(
         saturation=saturation or SaturationModel(),
         workload=workload,
         snapshot=catalog.snapshot,
-        region=str(catalog.instances["region"].iloc[0]),
+        gpu_region=tuple(g["region"]),
+        cpu_region=tuple(c["region"]),
         gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
         gpu_interruption=g["interruption_rate"].to_numpy(float),
     )

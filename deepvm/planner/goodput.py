@@ -40,15 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepvm.planner.candidates import (
-    ARCHITECTURES,
-    OBJECT_STORE,
-    ON_DEMAND,
-    SINGLE_ANCHOR,
-    TIERING,
-    Config,
-    Job,
-)
+from deepvm.planner.architectures import REGISTRY, Checkpoints, code
+from deepvm.planner.candidates import Config, Job
 from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.preemption import DEFAULT_INTERRUPTION_RATE, efficiency
 
@@ -118,26 +111,30 @@ def risk(
     work_s: FloatArray | None = None,
 ) -> Risk:
     """The preemption model (see the module doc) for arrays of worker sides."""
-    code = {a: ARCHITECTURES.index(a) for a in ARCHITECTURES}
     n = n.astype(float)
-    n_spot = np.select(
-        [architecture == code[SINGLE_ANCHOR], architecture == code[ON_DEMAND]], [n - 1, 0.0], n
-    )
-    rate = n_spot * hourly_hazards(fleet)[worker] / 3600.0
     c = job.checkpoint_gb
     link_s = 8.0 * c / fleet.gpu_gbps[worker]
     object_s = c / np.minimum(fleet.gpu_gbps[worker] / 8.0, costs.object_store_gb_per_s)
-    stall = np.select(
-        [
-            architecture == code[SINGLE_ANCHOR],
-            architecture == code[TIERING],
-            architecture == code[OBJECT_STORE],
-        ],
-        [np.full(len(n), c / costs.disk_gb_per_s), link_s, object_s],
-        0.0,
-    )
-    reload = np.where(architecture == code[OBJECT_STORE], object_s, link_s)
-    restart = np.where(architecture == code[ON_DEMAND], 0.0, costs.restart_s + reload)
+    n_spot = np.zeros(len(n))
+    stall = np.zeros(len(n))
+    restart = np.zeros(len(n))
+    for position, a in enumerate(REGISTRY):
+        at = architecture == position
+        if not at.any():
+            continue
+        n_spot[at] = a.n_spot(n[at])
+        # A checkpoint stalls training while it is written; a restart reloads it
+        # (over the worker's link unless it lives in object storage).
+        if a.checkpoints == Checkpoints.ANCHOR_DISK:
+            stall[at] = c / costs.disk_gb_per_s
+        elif a.checkpoints == Checkpoints.REMOTE_MEMORY:
+            stall[at] = link_s[at]
+        elif a.checkpoints == Checkpoints.OBJECT_STORE:
+            stall[at] = object_s[at]
+        if a.uses_spot:
+            reload = object_s if a.checkpoints == Checkpoints.OBJECT_STORE else link_s
+            restart[at] = costs.restart_s + reload[at]
+    rate = n_spot * hourly_hazards(fleet)[worker] / 3600.0
     # With work given, the interval is capped by the run's own length.
     eff, tau = efficiency(rate, stall, restart, work_s)
     return Risk(rate, stall, restart, tau, eff)
@@ -147,7 +144,7 @@ def config_risk(
     fleet: Fleet, config: Config, job: Job, costs: CheckpointCosts, work_s: float | None = None
 ) -> Risk:
     arrays = (
-        np.array([ARCHITECTURES.index(config.architecture)]),
+        np.array([code(config.architecture)]),
         np.array([config.worker]),
         np.array([config.n_workers]),
     )

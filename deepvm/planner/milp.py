@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from deepvm.config import DEFAULT_TIME_LIMIT_S as DEFAULT_TIME_LIMIT_S
+from deepvm.planner.architectures import REGISTRY, code
 from deepvm.planner.candidates import (
-    ARCHITECTURES,
     BUDGET_RTOL,
     TIERING,
     Candidates,
@@ -227,7 +227,7 @@ class _Formulation:
                 out.append(None)
                 continue
             k = int(slot_candidate[start + int(np.argmax(chosen[start : start + size]))])
-            arch = ARCHITECTURES[int(candidates.architecture[k])]
+            arch = REGISTRY[int(candidates.architecture[k])].name
             worker, n = int(candidates.worker[k]), int(candidates.n[k])
             if arch != TIERING:
                 out.append(Config(arch, worker, n))
@@ -291,6 +291,8 @@ class ClusterMILP:
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         presolve: bool = True,
     ) -> None:
+        if len(set(fleet.gpu_region) | set(fleet.cpu_region)) > 1:
+            raise ValueError("the MILP formulation plans one region: give it a one-region fleet")
         self.fleet, self.job, self.candidates = fleet, job, candidates
         self.time_limit_s = time_limit_s
         # presolve=False leaves every choice to the solver (tests check it alone).
@@ -506,7 +508,7 @@ class ClusterMILP:
     def candidate_index(self, config: Config) -> int:
         c = self.candidates
         hit = np.flatnonzero(
-            (c.architecture == ARCHITECTURES.index(config.architecture))
+            (c.architecture == code(config.architecture))
             & (c.worker == config.worker)
             & (c.n == config.n_workers)
         )

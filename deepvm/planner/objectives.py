@@ -18,7 +18,8 @@ import numpy as np
 from deepvm.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
 from deepvm.errors import InputError
 from deepvm.flopp import SECONDS_PER_HOUR
-from deepvm.planner.candidates import ON_DEMAND, Candidates, Config, throughput
+from deepvm.planner.architectures import REGISTRY, architecture
+from deepvm.planner.candidates import Candidates, Config, throughput
 from deepvm.planner.fleet import Fleet, FloatArray
 
 OBJECTIVES = ("throughput", "paper", "goodput", "cost")
@@ -41,7 +42,8 @@ def candidate_scores(
     flops = fleet.gpu_flops[i] * s
     if objective in ("throughput", "goodput", "cost"):  # the Planner applies the risk
         return flops
-    od = candidates.arch_mask(ON_DEMAND)
+    on_demand = [a.name for a in REGISTRY if a.market == "on_demand"]
+    od = candidates.arch_mask(*on_demand)  # p_i: the workers' market price
     price = np.where(od, fleet.gpu_ondemand[i], fleet.gpu_spot[i])
     with np.errstate(invalid="ignore"):
         return np.nan_to_num(SECONDS_PER_HOUR * flops / price, nan=0.0)
@@ -53,5 +55,6 @@ def config_objective(fleet: Fleet, config: Config, objective: str) -> float:
     if objective == "throughput":
         return flops
     i = config.worker
-    price = fleet.gpu_ondemand[i] if config.architecture == ON_DEMAND else fleet.gpu_spot[i]
+    market = architecture(config.architecture).market  # p_i: the workers' market price
+    price = fleet.gpu_ondemand[i] if market == "on_demand" else fleet.gpu_spot[i]
     return float(SECONDS_PER_HOUR * flops / price)

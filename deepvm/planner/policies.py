@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from deepvm.errors import InfeasibleError, InputError, SolverError
+from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
     DEFAULT_MAX_NODES,
@@ -243,7 +244,7 @@ class Planner:
     def config(self, k: int) -> Config:
         """Candidate ``k`` as a cluster, Tiering with its cheapest remote side."""
         c = self.candidates
-        arch = ARCHITECTURES[int(c.architecture[k])]
+        arch = REGISTRY[int(c.architecture[k])].name
         worker, n = int(c.worker[k]), int(c.n[k])
         if arch != TIERING:
             return Config(arch, worker, n)
@@ -337,7 +338,7 @@ class Planner:
         return Recommendation(
             policy=policy,
             rank=rank,
-            region=f.region,
+            region=f.gpu_region_of(i),
             zone=f.gpu_spot_zone[i] if config.n_spot and f.gpu_spot_zone else None,
             architecture=config.architecture,
             worker_type=f.gpu_types[i],
