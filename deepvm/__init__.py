@@ -16,6 +16,7 @@ __all__ = [
     "InfeasibleError",
     "InputError",
     "Inputs",
+    "JobSpec",
     "Recommendation",
     "SpeedupModel",
     "Store",
@@ -35,6 +36,7 @@ _LAZY = {
     "InfeasibleError": "deepvm.errors",
     "InputError": "deepvm.errors",
     "Inputs": "deepvm.planner",
+    "JobSpec": "deepvm.config",
     "Recommendation": "deepvm.planner",
     "recommend": "deepvm.planner",
     "sweep": "deepvm.planner",
@@ -47,6 +49,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from deepvm.catalog import Catalog, load_catalog
+    from deepvm.config import JobSpec
     from deepvm.errors import DeepvmError, InfeasibleError, InputError
     from deepvm.flopp import flopp_table
     from deepvm.overhead import SpeedupModel

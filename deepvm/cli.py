@@ -37,6 +37,7 @@ MAX_LOCAL_RANKS = 64
 
 # The library's parameter names as the CLI spells them (errors name the flag).
 FLAG_NAMES = {
+    "policies": "--policy",
     "work_flops": "--work",
     "time_limit_s": "--time-limit",
     "snapshot_date": "--date",
@@ -690,21 +691,26 @@ def _inputs(args: argparse.Namespace) -> Any:
     return Inputs.load(**files)
 
 
-def _work_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The work, deadline and checkpoint-cost options of recommend, sweep and compare."""
-    from deepvm.planner.goodput import CheckpointCosts
+def _job(args: argparse.Namespace, *, policies: Sequence[str]) -> Any:
+    """The job the options describe, built once (recommend, sweep, compare)."""
+    from deepvm.config import JobSpec
     from deepvm.workloads import training_work
 
-    return {
-        "work_flops": training_work(
-            args.workload,
-            work_flops=args.work,
-            epochs=args.epochs,
-            dataset_size=args.dataset_size,
+    return JobSpec(
+        workload=args.workload,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        objective=args.objective,
+        policies=tuple(getattr(args, "policy", None) or policies),
+        top=getattr(args, "top", DEFAULT_TOP),
+        work_flops=training_work(
+            args.workload, work_flops=args.work, epochs=args.epochs, dataset_size=args.dataset_size
         ),
-        "deadline_h": args.deadline_h,
-        "checkpoint_costs": CheckpointCosts(restart_s=args.restart_s),
-    }
+        deadline_h=args.deadline_h,
+        restart_s=args.restart_s,
+        max_nodes=args.max_nodes,
+        time_limit_s=args.time_limit,
+    )
 
 
 def _check_out(out: str | None, plot: str | None) -> None:
@@ -789,19 +795,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
     store_uri = _writable_store(args.store or os.environ.get(ENV_STORE))
-    result = recommend(
-        args.budget,
-        workload=args.workload,
-        checkpoint_gb=args.checkpoint_gb,
-        checkpoint_versions=args.checkpoint_versions,
-        objective=args.objective,
-        policies=args.policy or ["deepvm"],
-        top=args.top,
-        inputs=_inputs(args),
-        max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit,
-        **_work_options(args),
-    )
+    result = recommend(args.budget, _job(args, policies=["deepvm"]), inputs=_inputs(args))
     written = None
     if store_uri:
         from deepvm.results import write_recommendations
@@ -878,18 +872,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     budgets = parse_budgets(args.budgets)
     _check_out(args.out, args.plot)
-    result = sweep(
-        budgets,
-        workload=args.workload,
-        checkpoint_gb=args.checkpoint_gb,
-        checkpoint_versions=args.checkpoint_versions,
-        objective=args.objective,
-        policies=args.policy or ["all"],
-        inputs=_inputs(args),
-        max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit,
-        **_work_options(args),
-    )
+    result = sweep(budgets, _job(args, policies=["all"]), inputs=_inputs(args))
     df = result.results
     if args.out:
         from deepvm.results import write_parquet_atomic
@@ -931,24 +914,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from deepvm.planner import compare
 
     _check_out(args.out, args.plot)
-    options = _work_options(args)
-    if options["work_flops"] is None:
+    job = _job(args, policies=["deepvm"])
+    if job.work_flops is None:
         raise DeepvmError(
             "compare needs the training job: --work FLOPS, or --epochs with --dataset-size"
         )
-    result, df = compare(
-        args.budget,
-        options.pop("work_flops"),
-        top=args.top,
-        workload=args.workload,
-        checkpoint_gb=args.checkpoint_gb,
-        checkpoint_versions=args.checkpoint_versions,
-        objective=args.objective,
-        inputs=_inputs(args),
-        max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit,
-        **options,
-    )
+    result, df = compare(args.budget, job.work_flops, job, inputs=_inputs(args))
     df["cluster"] = [_cluster_text(r) for r in df.to_dict("records")]
     if args.out:
         from deepvm.results import write_parquet_atomic

@@ -4,6 +4,11 @@ so that ``deepvm --help`` stays fast."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, fields
+
+from deepvm.errors import ParameterError
+
 # The store: --store, else $DEEPVM_STORE, else this folder.
 ENV_STORE = "DEEPVM_STORE"
 DEFAULT_STORE = "deepvm-store"
@@ -29,3 +34,82 @@ DEFAULT_PRICE_BACKOFF_S = 2.0
 MAX_SWEEP_BUDGETS = 100_000
 # Names that become store file names (scenarios, instance types) are at most this long.
 MAX_NAME_LENGTH = 120
+
+# Vocabularies every front end validates against.
+OBJECTIVES = ("throughput", "paper", "goodput", "cost")
+POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job to plan, as the CLI, the scenarios file and the flows each
+    build it once; the planner takes it whole. A new job option is a field here
+    (with its check) and its use in the planner; the scenarios file takes every
+    field by name (``total_work`` and ``deadline_hours`` are the file's names for
+    ``work_flops`` and ``deadline_h``)."""
+
+    workload: str = DEFAULT_WORKLOAD
+    checkpoint_gb: float | None = None  # None: the workload's weights + Adam state
+    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS
+    objective: str = DEFAULT_OBJECTIVE
+    policies: tuple[str, ...] = ("deepvm",)
+    top: int = DEFAULT_TOP
+    work_flops: float | None = None  # total training FLOPs (objective cost needs it)
+    deadline_h: float | None = None  # objective cost: bound on the expected makespan
+    restart_s: float = DEFAULT_RESTART_S
+    max_nodes: int = DEFAULT_MAX_NODES
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workload, str) or not self.workload.strip():
+            raise ParameterError("workload", self.workload, "must be a workload name")
+        _number(self, "checkpoint_gb", low=0.0, optional=True)
+        _whole(self, "checkpoint_versions", low=1)
+        if self.objective not in OBJECTIVES:
+            raise ParameterError("objective", self.objective, f"must be one of {OBJECTIVES}")
+        policies = self.policies
+        if isinstance(policies, str):
+            policies = (policies,)
+        if not isinstance(policies, tuple | list):
+            known = ", ".join((*POLICIES, "all"))
+            raise ParameterError(
+                "policies", policies, f"must be a policy name or a list of them ({known})"
+            )
+        policies = tuple(policies)
+        object.__setattr__(self, "policies", policies)
+        unknown = [p for p in policies if p not in (*POLICIES, "all")]
+        if not policies or unknown:
+            raise ParameterError(
+                "policies", unknown[0] if unknown else policies,
+                f"is not a policy; known: {', '.join(POLICIES)}, all",
+            )  # fmt: skip
+        _whole(self, "top", low=1)
+        _number(self, "work_flops", low=0.0, optional=True, strict=True)
+        _number(self, "deadline_h", low=0.0, optional=True, strict=True)
+        if self.deadline_h is not None and self.objective != "cost":
+            raise ParameterError("deadline_h", self.deadline_h, "applies to objective cost only")
+        _number(self, "restart_s", low=0.0)
+        _whole(self, "max_nodes", low=1)
+        _number(self, "time_limit_s", low=0.0, strict=True)
+
+
+def _number(
+    spec: JobSpec, name: str, *, low: float, optional: bool = False, strict: bool = False
+) -> None:
+    value = getattr(spec, name)
+    if value is None and optional:
+        return
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or not math.isfinite(value) or value < low or (strict and value == low):
+        raise ParameterError(
+            name, value, f"must be a finite number {'>' if strict else '>='} {low:g}"
+        )
+
+
+def _whole(spec: JobSpec, name: str, *, low: int) -> None:
+    value = getattr(spec, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ParameterError(name, value, f"must be a whole number >= {low}")
+
+
+JOB_OPTIONS = tuple(f.name for f in fields(JobSpec))

@@ -220,18 +220,7 @@ def replan(
     outcomes = []
     for job in scenarios:
         try:
-            result = recommend(
-                job.budget,
-                workload=job.workload,
-                checkpoint_gb=job.checkpoint_gb,
-                checkpoint_versions=job.checkpoint_versions,
-                objective=job.objective,
-                policies=job.policies,
-                top=job.top,
-                inputs=inputs,
-                work_flops=job.total_work,
-                deadline_h=job.deadline_hours,
-            )
+            result = recommend(job.budget, job.spec, inputs=inputs)
         except ParameterError as exc:  # named as the scenarios file and the flows name it
             outcomes.append(PlanOutcome(job.name, None, exc.render(scenario_key)))
             continue
@@ -338,7 +327,7 @@ def nightly(
         )
         report = NightlyReport(date, prices)
         # Every region of the snapshot is planned, each with its own quotas.
-        report.flopp_files = compute_flopp(tx, [s.workload for s in scenarios], date)
+        report.flopp_files = compute_flopp(tx, [s.spec.workload for s in scenarios], date)
         fits = refit_if_new(tx)
         report.refitted = None if fits is None else len(fits)
         report.plans = replan(tx, scenarios, date)

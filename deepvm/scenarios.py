@@ -4,30 +4,21 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepvm._datasets import dataset_path
-from deepvm.errors import InputError
+from deepvm.config import JOB_OPTIONS, JobSpec
+from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH, file_safe
-from deepvm.planner.objectives import OBJECTIVES
-from deepvm.planner.policies import POLICIES
 from deepvm.workloads import WORKLOADS
 
 REQUIRED = ("name", "workload", "budget")
-OPTIONAL = (
-    "checkpoint_gb",
-    "checkpoint_versions",
-    "objective",
-    "policies",
-    "top",
-    "deadline_hours",
-    "total_work",
-)
-
-
 # The library's parameter names as the scenarios file (and the flows) spell them.
 _KEYS = {"work_flops": "total_work", "deadline_h": "deadline_hours"}
+_FIELDS = {v: k for k, v in _KEYS.items()}
+# Every job option by its file name: adding a JobSpec field adds a key.
+OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
 
 
 def scenario_key(param: str) -> str:
@@ -37,18 +28,11 @@ def scenario_key(param: str) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
+    """A registered job: its name (a store file name), its budget and its spec."""
+
     name: str
-    workload: str
     budget: float
-    checkpoint_gb: float | None = None
-    checkpoint_versions: int = 2
-    objective: str = "throughput"
-    policies: tuple[str, ...] = ("all",)
-    top: int = 3
-    # The training run (objective cost needs total_work; deadline_hours is the
-    # cost objective's bound on the expected makespan).
-    deadline_hours: float | None = None
-    total_work: float | None = None
+    spec: JobSpec = field(default_factory=JobSpec)
 
 
 def default_scenarios_path() -> Path:
@@ -90,17 +74,6 @@ def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
     return out
 
 
-def _number(job: dict[str, object], key: str, label: str, *, positive: bool) -> float | None:
-    value = job.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(f"{label}: {key}={value!r} is not a number")
-    if (value <= 0) if positive else (value < 0):
-        raise InputError(f"{label}: {key}={value!r} must be {'> 0' if positive else '>= 0'}")
-    return float(value)
-
-
 def _scenario(job: object, label: str) -> Scenario:
     if not isinstance(job, dict):
         raise InputError(f"{label}: must be a table of keys")
@@ -122,42 +95,18 @@ def _scenario(job: object, label: str) -> Scenario:
         raise InputError(
             f"{label}: unknown workload {workload!r}; known: {', '.join(sorted(WORKLOADS))}"
         )
-    objective = job.get("objective", "throughput")
-    if not isinstance(objective, str) or objective not in OBJECTIVES:
-        raise InputError(f"{label}: objective {objective!r} must be one of {', '.join(OBJECTIVES)}")
-    policies = job.get("policies", ["all"])
-    policies = [policies] if isinstance(policies, str) else policies
-    known = ", ".join((*POLICIES, "all"))
-    if not isinstance(policies, list) or not policies:
-        raise InputError(
-            f"{label}: policies={policies!r} must be a policy name or a list of them ({known})"
-        )
-    bad = [p for p in policies if p not in (*POLICIES, "all")]
-    if bad:
-        raise InputError(f"{label}: unknown policy {bad[0]!r}; known: {known}")
-    top = job.get("top", 3)
-    if not isinstance(top, int) or isinstance(top, bool) or top < 1:
-        raise InputError(f"{label}: top={top!r} must be an integer >= 1")
-    versions = job.get("checkpoint_versions", 2)
-    if not isinstance(versions, int) or isinstance(versions, bool) or versions < 1:
-        raise InputError(f"{label}: checkpoint_versions={versions!r} must be an integer >= 1")
-    budget = _number(job, "budget", label, positive=True)
-    assert budget is not None
-    work = _number(job, "total_work", label, positive=True)
-    deadline = _number(job, "deadline_hours", label, positive=True)
-    if objective == "cost" and work is None:
+    budget = job["budget"]
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:
+        raise InputError(f"{label}: budget={budget!r} must be a positive number of USD per hour")
+    options: dict[str, object] = {
+        _FIELDS.get(str(k), str(k)): v for k, v in job.items() if k not in REQUIRED
+    }
+    policies = options.get("policies", ("all",))  # a registered job shows every policy
+    options["policies"] = tuple(policies) if isinstance(policies, list | tuple) else policies
+    try:
+        spec = JobSpec(workload=workload, **options)  # type: ignore[arg-type]
+    except ParameterError as exc:  # named as the file names it
+        raise InputError(f"{label}: {exc.render(scenario_key)}") from None
+    if spec.objective == "cost" and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
-    if deadline is not None and objective != "cost":
-        raise InputError(f"{label}: deadline_hours applies to objective cost")
-    return Scenario(
-        name=name.strip(),
-        workload=str(workload),
-        budget=budget,
-        checkpoint_gb=_number(job, "checkpoint_gb", label, positive=False),
-        checkpoint_versions=versions,
-        objective=str(objective),
-        policies=tuple(policies),
-        top=top,
-        deadline_hours=deadline,
-        total_work=work,
-    )
+    return Scenario(name=name.strip(), budget=float(budget), spec=spec)

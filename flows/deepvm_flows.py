@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from deepvm import pipeline
+from deepvm.config import JobSpec
 from deepvm.errors import ParameterError
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, recommendations_markdown
@@ -252,17 +253,16 @@ def recommend(
         work = training_work(
             str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
         )
-        job = Scenario(
-            name=scenario or f"ui-{workload}-{objective}-b{budget:g}",
+        spec = JobSpec(
             workload=str(workload),
-            budget=budget,
             checkpoint_gb=checkpoint_gb,
             objective=objective,
             policies=tuple(str(p) for p in policies),
             top=top,
-            deadline_hours=deadline_hours,
-            total_work=work,
+            work_flops=work,
+            deadline_h=deadline_hours,
         )
+        job = Scenario(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
         if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
             refresh_prices_task(uri, "snapshot", None)
         outcome = plan_job_task(uri, job)
@@ -360,7 +360,7 @@ def nightly(
                     prices.error,
                     prices.fallback_from,
                 )
-            compute_flopp_task(tx, [j.workload for j in jobs], date)
+            compute_flopp_task(tx, [j.spec.workload for j in jobs], date)
             refitted = refit_task(tx)
             plans = replan_task(tx, jobs, date)
             changes = cast(pd.DataFrame, change_report_task(tx, date))

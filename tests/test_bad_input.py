@@ -231,7 +231,7 @@ CASES: list[tuple[list[str], str]] = [
     (["nightly", "--store", "{store}", "--date", "typo"], "--date: 'typo'"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/folder"], "/folder' is a folder"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/bad.toml"], "not valid TOML"),
-    (["nightly", "--store", "{store}", "--scenarios", "{dir}/policies.toml"], "policies=5"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/policies.toml"], "policies 5 must be"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/collide.toml"], "'a/b'"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/gpt3.toml"], "'gpt3'"),
     (["nightly", "--store", "{store}", "--timeout", "-1"], "--timeout: '-1'"),

@@ -211,7 +211,7 @@ def test_budget_below_cheapest(capsys, tmp_path):
     ("argv", "message"),
     [
         (["recommend", "--budget", "-1"], "--budget: '-1' must be a finite number > 0"),
-        (["recommend", "--budget", "3", "--policy", "cheapest"], "unknown policy 'cheapest'"),
+        (["recommend", "--budget", "3", "--policy", "cheapest"], "--policy 'cheapest' is not a"),
         (["recommend", "--budget", "3", "--catalog", "/nope.csv"], "does not exist"),
         (["sweep", "--budgets", "5:1:1"], "START:STOP:STEP"),
         (["recommend", "--budget", "3", "--checkpoint-gb", "-2"], "--checkpoint-gb: '-2'"),

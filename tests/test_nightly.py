@@ -67,7 +67,7 @@ def test_nightly_reports_a_job_that_cannot_be_planned(tmp_path, capsys):
     [
         ('[[job]]\nname = "a"\nworkload = "resnet50"\n', "job 1 (a): missing budget"),
         ('[[job]]\nname = "a"\nworkload = "alexnet"\nbudget = 3\n', "unknown workload 'alexnet'"),
-        ('[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = -3\n', "budget=-3 must be > 0"),
+        ('[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = -3\n', "budget=-3 must be a positive"),
         (
             '[[job]]\nname = "a"\nworkload = "gpt2"\nbudget = 3\ncolour = "red"\n',
             "unknown key(s) colour",
@@ -97,15 +97,15 @@ def test_shipped_scenarios_load():
         "bert-paper-10usd",
         "resnet50-90-epochs-by-deadline",
     }
-    deadline = next(j for j in jobs if j.objective == "cost")
-    assert deadline.total_work == 2.8e18 and deadline.deadline_hours == 12
+    deadline = next(j for j in jobs if j.spec.objective == "cost")
+    assert deadline.spec.work_flops == 2.8e18 and deadline.spec.deadline_h == 12
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         ('objective = "cost"', "objective cost needs total_work"),
-        ("deadline_hours = 5", "deadline_hours applies to objective cost"),
+        ("deadline_hours = 5", "deadline_hours 5 applies to objective cost"),
     ],
 )
 def test_scenario_work_and_deadline_are_checked(tmp_path, extra, message):

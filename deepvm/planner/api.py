@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
-from deepvm.config import MAX_SWEEP_BUDGETS
+from deepvm.config import JOB_OPTIONS, MAX_SWEEP_BUDGETS, JobSpec
 from deepvm.errors import InfeasibleError, InputError, ParameterError
 from deepvm.flopp import MeasurementUse, load_throughput, measurement_use, merge_measurements
 from deepvm.overhead import (
@@ -20,8 +21,6 @@ from deepvm.overhead import (
     shipped_overhead_table,
 )
 from deepvm.planner.candidates import (
-    DEFAULT_CHECKPOINT_VERSIONS,
-    DEFAULT_MAX_NODES,
     Config,
     Job,
     cluster_words,
@@ -30,8 +29,6 @@ from deepvm.planner.candidates import (
 )
 from deepvm.planner.fleet import Fleet, build_fleet
 from deepvm.planner.goodput import CheckpointCosts
-from deepvm.planner.milp import DEFAULT_TIME_LIMIT_S
-from deepvm.planner.objectives import DEFAULT_OBJECTIVE
 from deepvm.planner.policies import (
     Planner,
     Recommendation,
@@ -39,7 +36,7 @@ from deepvm.planner.policies import (
     infeasible_budget_error,
 )
 from deepvm.quotas import Quotas, load_quotas
-from deepvm.workloads import DEFAULT_WORKLOAD, WORKLOADS
+from deepvm.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -147,83 +144,86 @@ class RecommendResult:
     measurements: MeasurementUse = field(default_factory=MeasurementUse)
 
 
+def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
+    """``spec`` (default: JobSpec()) with ``options`` (JobSpec field names) replaced."""
+    unknown = sorted(set(options) - set(JOB_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown job option(s) {', '.join(unknown)}; known: {JOB_OPTIONS}")
+    if "policies" in options and isinstance(options["policies"], list):
+        options = {**options, "policies": tuple(options["policies"])}
+    return replace(spec or JobSpec(), **options)
+
+
+def _planner(
+    spec: JobSpec, fleet: Fleet, budget_cap: float, checkpoint_costs: CheckpointCosts | None
+) -> tuple[Planner, Job]:
+    job = make_job(spec.workload, spec.checkpoint_gb, spec.checkpoint_versions)
+    costs = replace(checkpoint_costs or CheckpointCosts(), restart_s=spec.restart_s)
+    planner = Planner(
+        fleet,
+        job,
+        objective=spec.objective,
+        budget_cap=budget_cap,
+        max_nodes=spec.max_nodes,
+        time_limit_s=spec.time_limit_s,
+        work_flops=spec.work_flops,
+        deadline_h=spec.deadline_h,
+        checkpoint_costs=costs,
+    )
+    return planner, job
+
+
 def recommend(
     budget: float,
+    spec: JobSpec | None = None,
     *,
-    workload: str = DEFAULT_WORKLOAD,
-    checkpoint_gb: float | None = None,
-    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS,
-    objective: str = DEFAULT_OBJECTIVE,
-    policies: Sequence[str] = ("deepvm",),
-    top: int = 3,
     inputs: Inputs | None = None,
-    max_nodes: int = DEFAULT_MAX_NODES,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    work_flops: float | None = None,
-    deadline_h: float | None = None,
     checkpoint_costs: CheckpointCosts | None = None,
+    **options: Any,
 ) -> RecommendResult:
-    """The best clusters for ``budget`` USD/h, ranked, per policy.
+    """The best clusters for ``budget`` USD/h, ranked, per policy, for the job
+    ``spec`` (or JobSpec's defaults), with ``options`` (JobSpec fields, e.g.
+    ``workload="gpt2", top=2``) replacing its fields.
 
     ``work_flops`` (total training FLOPs) adds expected makespan and total cost
     to every recommendation; objective ``cost`` needs it, and may take a
-    ``deadline_h`` on the expected makespan.
+    ``deadline_h`` on the expected makespan. ``checkpoint_costs`` sets the
+    checkpoint stall and restart rates (its restart from ``restart_s``).
 
     Raises InfeasibleError (naming the cheapest feasible cluster, or the fastest
     makespan when the deadline is what cannot be met) when the ``deepvm``
     policy, or every requested policy, finds nothing.
     """
+    spec = job_spec(spec, options)
     budget = _check_budget(budget)
-    if top < 1:
-        raise ParameterError("top", top, "must be >= 1")
-    _check_deadline(deadline_h, objective)
-    chosen = check_policies(policies)
+    chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
-    fleet = inputs.fleet(workload)
-    job = make_job(workload, checkpoint_gb, checkpoint_versions)
-    planner = Planner(
-        fleet,
-        job,
-        objective=objective,
-        budget_cap=budget,
-        max_nodes=max_nodes,
-        time_limit_s=time_limit_s,
-        work_flops=work_flops,
-        deadline_h=deadline_h,
-        checkpoint_costs=checkpoint_costs,
-    )
-    recs = planner.recommend(budget, chosen, top)
+    fleet = inputs.fleet(spec.workload)
+    planner, job = _planner(spec, fleet, budget, checkpoint_costs)
+    recs = planner.recommend(budget, chosen, spec.top)
     if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
-        if deadline_h is not None:
+        if spec.deadline_h is not None:
             fastest = _fastest(planner, budget)
             if fastest is not None:
                 raise InfeasibleError(
-                    f"no cluster within ${budget:g}/h finishes the work by the {deadline_h:g} h "
-                    f"deadline: the fastest, {cluster_words(planner.fleet, fastest[0])}, "
-                    f"takes {fastest[1]:.4g} h expected; raise --deadline-h to at least "
+                    f"no cluster within ${budget:g}/h finishes the work by the "
+                    f"{spec.deadline_h:g} h deadline: the fastest, "
+                    f"{cluster_words(planner.fleet, fastest[0])}, takes {fastest[1]:.4g} h "
+                    "expected; raise --deadline-h to at least "
                     f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise --budget"
                 )
-        raise infeasible_budget_error(fleet, job, budget, max_nodes)
+        raise infeasible_budget_error(fleet, job, budget, spec.max_nodes)
     return RecommendResult(
         budget,
-        objective,
-        workload,
+        spec.objective,
+        spec.workload,
         job.checkpoint_gb,
         fleet.snapshot,
         recs,
-        work_flops,
-        deadline_h,
-        measurement_use(inputs.catalog, workload, inputs.measured),
+        spec.work_flops,
+        spec.deadline_h,
+        measurement_use(inputs.catalog, spec.workload, inputs.measured),
     )
-
-
-def _check_deadline(deadline_h: float | None, objective: str) -> None:
-    if deadline_h is None:
-        return
-    if not (math.isfinite(deadline_h) and deadline_h > 0):
-        raise ParameterError("deadline_h", deadline_h, "must be a positive number of hours")
-    if objective != "cost":
-        raise ParameterError("deadline_h", deadline_h, "applies to objective cost only")
 
 
 def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
@@ -299,41 +299,27 @@ SWEEP_COLUMNS = [
 
 def sweep(
     budgets: Sequence[float],
+    spec: JobSpec | None = None,
     *,
-    workload: str = DEFAULT_WORKLOAD,
-    checkpoint_gb: float | None = None,
-    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS,
-    objective: str = DEFAULT_OBJECTIVE,
-    policies: Sequence[str] = ("all",),
     inputs: Inputs | None = None,
-    max_nodes: int = DEFAULT_MAX_NODES,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    work_flops: float | None = None,
-    deadline_h: float | None = None,
     checkpoint_costs: CheckpointCosts | None = None,
+    **options: Any,
 ) -> SweepResult:
-    """Every policy at every budget (the paper's simulation). ``normalized`` is
-    throughput over the ``deepvm`` policy's throughput at the largest budget. A
-    budget at which a policy finds no cluster (0, say) has no row for it."""
+    """Every policy at every budget (the paper's simulation) for the job ``spec``
+    (``options`` as recommend's; without a spec or ``policies``, all policies).
+    ``normalized`` is throughput over the ``deepvm`` policy's throughput at the
+    largest budget. A budget at which a policy finds no cluster (0, say) has no
+    row for it."""
+    if spec is None and "policies" not in options:
+        options = {**options, "policies": ("all",)}
+    spec = job_spec(spec, options)
     budgets = sorted({_check_budget(b, "budgets", allow_zero=True) for b in budgets})
-    _check_deadline(deadline_h, objective)
     if not budgets:
         raise InputError("sweep needs at least one budget")
-    chosen = check_policies(policies)
+    chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
-    fleet = inputs.fleet(workload)
-    job = make_job(workload, checkpoint_gb, checkpoint_versions)
-    planner = Planner(
-        fleet,
-        job,
-        objective=objective,
-        budget_cap=max(budgets),
-        max_nodes=max_nodes,
-        time_limit_s=time_limit_s,
-        work_flops=work_flops,
-        deadline_h=deadline_h,
-        checkpoint_costs=checkpoint_costs,
-    )
+    fleet = inputs.fleet(spec.workload)
+    planner, _ = _planner(spec, fleet, max(budgets), checkpoint_costs)
     rows = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
@@ -370,7 +356,7 @@ def sweep(
         ref = float(reference.iloc[0])
     df["normalized"] = df["throughput_flops"] / ref
     df = df.sort_values(["policy", "budget"], kind="stable").reset_index(drop=True)
-    return SweepResult(budgets, objective, workload, df[SWEEP_COLUMNS])
+    return SweepResult(budgets, spec.objective, spec.workload, df[SWEEP_COLUMNS])
 
 
 COMPARE_COLUMNS = [
@@ -395,21 +381,19 @@ COMPARE_COLUMNS = [
 def compare(
     budget: float,
     work_flops: float,
+    spec: JobSpec | None = None,
     *,
-    top: int = 3,
-    **options: object,
+    inputs: Inputs | None = None,
+    checkpoint_costs: CheckpointCosts | None = None,
+    **options: Any,
 ) -> tuple[RecommendResult, pd.DataFrame]:
     """A fixed training job (``work_flops``) on deepvm's top-``top`` clusters next
     to the cost-first and performance-first rules (the DeepVM paper's AWS
-    comparison): expected makespan and hourly price of each. ``options`` are
-    recommend()'s."""
-    result = recommend(
-        budget,
-        policies=("deepvm", "cost_first", "performance_first"),
-        top=top,
-        work_flops=work_flops,
-        **options,  # type: ignore[arg-type]
-    )
+    comparison): expected makespan and hourly price of each. ``spec`` and
+    ``options`` as recommend's; the policies are these three."""
+    policies = ("deepvm", "cost_first", "performance_first")
+    spec = job_spec(spec, {**options, "work_flops": work_flops, "policies": policies})
+    result = recommend(budget, spec, inputs=inputs, checkpoint_costs=checkpoint_costs)
     rows = []
     for r in result.recommendations:
         label = f"deepvm #{r.rank}" if r.policy == "deepvm" else r.policy

@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from deepvm.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
+from deepvm.config import OBJECTIVES as OBJECTIVES
 from deepvm.errors import InputError
 from deepvm.flopp import SECONDS_PER_HOUR
 from deepvm.planner.architectures import REGISTRY, architecture
 from deepvm.planner.candidates import Candidates, Config, throughput
 from deepvm.planner.fleet import Fleet, FloatArray
 
-OBJECTIVES = ("throughput", "paper", "goodput", "cost")
 # Objectives that price preemption, and so may plan all-spot object-store clusters.
 RISK_OBJECTIVES = ("goodput", "cost")
 

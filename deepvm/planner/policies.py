@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from deepvm.config import POLICIES as POLICIES
 from deepvm.errors import InfeasibleError, InputError, SolverError
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
@@ -58,7 +59,6 @@ from deepvm.planner.objectives import (
     config_objective,
 )
 
-POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
 OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
 NUMPY = "numpy"
 MILP = "milp"

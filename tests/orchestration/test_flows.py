@@ -178,5 +178,5 @@ def test_work_in_pflop_survives_the_form_and_errors_name_flow_fields(tmp_path):
         store=str(tmp_path),
     )  # fmt: skip
     assert recs[0]["work_flops"] == pytest.approx(2e18)
-    with pytest.raises(RuntimeError, match="deadline_hours 5 applies to objective cost"):
+    with pytest.raises(ValueError, match="deadline_hours 5 applies to objective cost"):
         f.recommend(budget=3.0, deadline_hours=5, store=str(tmp_path))
