@@ -672,23 +672,27 @@ def _json_safe(value: Any) -> Any:
 
 def _inputs(args: argparse.Namespace) -> Any:
     """The planner's inputs; the store's readers (and pyarrow) load only with a store."""
-    files = {
-        "catalog": args.catalog,
-        "throughput": args.throughput,
-        "overhead": args.overhead,
-        "quotas": args.quotas,
-        "region": args.region,
-        "saturation": args.saturation,
-        "interruptions": args.interruptions,
-    }
+    from deepvm.planner.api import InputFiles, Inputs
+
+    files: Any = {name: getattr(args, name) for name in InputFiles.__annotations__}
     store = getattr(args, "store", None) or os.environ.get(ENV_STORE)
-    if store:
-        from deepvm.store_inputs import load_inputs
+    if not store:
+        return Inputs.load(**files)
+    from deepvm.store_inputs import load_inputs
 
-        return load_inputs(store=store, **files)
-    from deepvm.planner import Inputs
+    return load_inputs(store=store, **files)
 
-    return Inputs.load(**files)
+
+# The input options shared by the planning commands (their flags: _add_inputs).
+INPUT_OPTIONS = (
+    "catalog",
+    "throughput",
+    "overhead",
+    "quotas",
+    "region",
+    "saturation",
+    "interruptions",
+)
 
 
 def _job(args: argparse.Namespace, *, policies: Sequence[str]) -> Any:

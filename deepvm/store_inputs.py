@@ -10,7 +10,7 @@ takes what is read here and never opens the store itself.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import Unpack
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ from deepvm.catalog.sources import catalog_from_tables
 from deepvm.errors import DeepvmError, InputError
 from deepvm.fitting import scaling_points
 from deepvm.flopp import THROUGHPUT_COLUMNS
-from deepvm.planner.api import Inputs, StoredInputs
+from deepvm.planner.api import InputFiles, Inputs, StoredInputs
 from deepvm.store import Store, StoreLike
 
 
@@ -28,29 +28,16 @@ def load_inputs(
     *,
     store: StoreLike | None = None,
     snapshot_date: str | None = None,
-    catalog: str | Path | None = None,
-    throughput: str | Path | None = None,
-    overhead: str | Path | None = None,
-    quotas: str | Path | None = None,
-    region: str | None = None,
-    saturation: str | Path | None = None,
-    interruptions: str | Path | None = None,
+    **files: Unpack[InputFiles],
 ) -> Inputs:
     """The planner's inputs from the user's files and, with ``store``, what the
     store holds (see :meth:`Inputs.load` for which wins). ``snapshot_date``
     picks the store's newest prices at or before that date."""
-    return Inputs.load(
-        catalog=catalog,
-        throughput=throughput,
-        overhead=overhead,
-        quotas=quotas,
-        region=region,
-        saturation=saturation,
-        interruptions=interruptions,
-        stored=read_stored(store, snapshot_date, region, with_catalog=catalog is None)
-        if store is not None
-        else StoredInputs(),
-    )
+    if store is None:
+        return Inputs.load(**files)
+    with_catalog = files.get("catalog") is None
+    stored = read_stored(store, snapshot_date, files.get("region"), with_catalog=with_catalog)
+    return Inputs.load(stored=stored, **files)
 
 
 def read_stored(

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 
@@ -39,6 +39,19 @@ from deepvm.quotas import Quotas, load_quotas
 from deepvm.workloads import WORKLOADS
 
 
+class InputFiles(TypedDict, total=False):
+    """The user's input files (CSV or Parquet; None or absent: the shipped data) and
+    the region to plan in (None: every region)."""
+
+    catalog: str | Path | None
+    throughput: str | Path | None
+    overhead: str | Path | None
+    quotas: str | Path | None
+    saturation: str | Path | None
+    interruptions: str | Path | None
+    region: str | None
+
+
 @dataclass(frozen=True)
 class StoredInputs:
     """What a store adds to the input files: its newest prices as a catalog, its
@@ -61,18 +74,7 @@ class Inputs:
     saturation: SaturationModel = field(default_factory=SaturationModel)
 
     @classmethod
-    def load(
-        cls,
-        *,
-        catalog: str | Path | None = None,
-        throughput: str | Path | None = None,
-        overhead: str | Path | None = None,
-        quotas: str | Path | None = None,
-        region: str | None = None,
-        saturation: str | Path | None = None,
-        interruptions: str | Path | None = None,
-        stored: StoredInputs | None = None,
-    ) -> Inputs:
+    def load(cls, *, stored: StoredInputs | None = None, **files: Unpack[InputFiles]) -> Inputs:
         """Read the input files (None: the shipped data) and join what a store
         holds (``stored``, read by :func:`deepvm.store_inputs.load_inputs`).
         Precedence: a catalog file, else the store's prices, else the shipped
@@ -80,6 +82,9 @@ class Inputs:
         defaults; ``throughput`` rows over the store's benchmarks.
         ``interruptions`` overrides the catalog's spot interruption rates."""
         stored = stored or StoredInputs()
+        catalog, region = files.get("catalog"), files.get("region")
+        overhead, throughput = files.get("overhead"), files.get("throughput")
+        interruptions, saturation = files.get("interruptions"), files.get("saturation")
         tables = [load_overhead_table(overhead)] if overhead is not None else []
         if stored.fitted_overhead is not None:
             tables.append(stored.fitted_overhead)
@@ -93,7 +98,7 @@ class Inputs:
             planned = with_interruptions(planned, load_interruptions(interruptions))
         return cls(
             catalog=planned,
-            quotas=load_quotas(quotas),
+            quotas=load_quotas(files.get("quotas")),
             measured=merge_measurements(
                 stored.measured,
                 load_throughput(throughput) if throughput is not None else None,
