@@ -1,4 +1,5 @@
-"""Speedup (overhead) models and the network-saturation model (DESIGN §4.2).
+"""Speedup (overhead) models and the network-saturation model
+(docs/ARCHITECTURE.md, "Overhead models").
 
 A speedup model is data: a kind and its parameters. ``speedup(model, n)`` gives
 s(n), the factor by which n data-parallel nodes multiply one node's FLOP/s, with

@@ -1,7 +1,7 @@
-"""The store-level stages the nightly run chains (DESIGN §2): prices -> FLOPP ->
-refit -> re-plan every registered job -> change report. Each stage reads what
-the one before it wrote; the CLI (`deepvm nightly`) and the Prefect flows in
-``flows/`` call these same functions.
+"""The store-level stages the nightly run chains (docs/ARCHITECTURE.md, "Data
+flow"): prices -> FLOPP -> refit -> re-plan every registered job -> change
+report. Each stage reads what the one before it wrote; the CLI (`deepvm
+nightly`) and the Prefect flows in ``flows/`` call these same functions.
 """
 
 from __future__ import annotations

@@ -32,9 +32,10 @@ class Quotas:
 
 
 def load_quotas(path: str | Path | None = None) -> Quotas:
-    """The quota table from a file, or the shipped defaults (DESIGN §7). An optional
-    ``region`` column: a row with a region overrides the regionless row of its
-    group and market there; a row without one applies to every region."""
+    """The quota table from a file, or the shipped defaults (docs/ARCHITECTURE.md,
+    "Reference scenario"). An optional ``region`` column: a row with a region
+    overrides the regionless row of its group and market there; a row without
+    one applies to every region."""
     source = Path(path) if path is not None else dataset_path("quotas-default.csv")
     df = read_table(source, QUOTA_COLUMNS, "quotas")
     if "region" not in df.columns:

@@ -1,4 +1,4 @@
-"""Planner results as store rows (DESIGN §3 ``recommendations`` and ``flopp``)."""
+"""Planner results as store rows (docs/ARCHITECTURE.md, "The store")."""
 
 from __future__ import annotations
 

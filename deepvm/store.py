@@ -1,4 +1,4 @@
-"""The Parquet store (DESIGN §3): one hive-partitioned dataset per table.
+"""The Parquet store (docs/ARCHITECTURE.md, "The store"): one hive-partitioned dataset per table.
 
 Layout: ``<root>/<table>/<partition>=<value>/part-<name>.parquet``. Each file
 carries its table's explicit schema and ``schema_version`` in its metadata, and

@@ -119,7 +119,7 @@ def scenarios(draw):
 
 
 def reference_score(fleet, config: Config, objective: str, linear: bool) -> float:
-    """DESIGN §4.4 written out again, independently of deepvm.planner.objectives."""
+    """The objectives (docs/ARCHITECTURE.md) written out again, apart from the planner."""
     i, n = config.worker, config.n_workers
     s = n if linear else float(fleet.gpu_models[i]([n])[0])
     flops = fleet.gpu_flops[i] * s
@@ -230,7 +230,7 @@ def test_enumerator_agrees_on_the_paper_scenario():
 
 
 def reference_baseline(fleet, j, budget, policy):
-    """DESIGN §4.5's rule over exhaustive enumeration: per GPU type the largest
+    """The baseline rule ("Policies") over exhaustive enumeration: per GPU type the largest
     feasible Single Anchor cluster; then the most nodes (cost_first) or the
     fastest type (performance_first), ties to the other key, then the cheaper."""
     largest = {}

@@ -1,5 +1,5 @@
 """Benchmark runs: measure workloads on this machine and turn them into
-``benchmarks`` rows (DESIGN §3). A workload that fails becomes a failed row;
+``benchmarks`` rows (docs/ARCHITECTURE.md, "The store"). A workload that fails becomes a failed row;
 the others still run."""
 
 from __future__ import annotations

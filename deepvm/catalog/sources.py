@@ -1,6 +1,6 @@
 """Price sources: one interface, one module per source (snapshot today; AWS,
 Azure and SkyPilot plug in the same way). Each returns instance specs and
-long-format prices (DESIGN §3 ``instances`` and ``prices``)."""
+long-format prices (docs/ARCHITECTURE.md, "The store": ``instances`` and ``prices``)."""
 
 from __future__ import annotations
 

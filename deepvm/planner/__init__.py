@@ -1,4 +1,5 @@
-"""Architecture-level analysis: candidates, the MILP, policies (DESIGN §4)."""
+"""Architecture-level analysis: candidates, their exact evaluation, policies
+(docs/ARCHITECTURE.md, "Planning")."""
 
 from deepvm.planner.api import (
     Inputs,

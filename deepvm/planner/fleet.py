@@ -1,5 +1,5 @@
 """The planner's view of the inputs: per-instance-type facts as arrays, resolved
-for one workload (throughput, speedup model) — DESIGN §4.1."""
+for one workload (throughput, speedup model): docs/ARCHITECTURE.md, "Inputs"."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from deepvm.quotas import Quotas
 from deepvm.workloads import WORKLOADS
 
 GIB_TO_GB = 1.073741824
-# Remote nodes may fill this fraction of their memory with checkpoints (DESIGN §4.3).
+# Remote nodes may fill this fraction of their memory with checkpoints ("Architectures").
 REMOTE_MEMORY_FRACTION = 0.8
 
 FloatArray = npt.NDArray[np.float64]

@@ -1,4 +1,4 @@
-"""What the planner maximises (DESIGN §4.4), as one score per candidate.
+"""What the planner maximises (docs/ARCHITECTURE.md, "Objectives"), as one score per candidate.
 
 * ``throughput``: F_i * s_i(n), FLOP/s of the cluster.
 * ``paper``: the DeepVM paper's score FLOPP_i * s_i(n), FLOPP_i = 3600 F_i / p_i

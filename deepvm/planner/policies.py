@@ -1,4 +1,5 @@
-"""The five policies of DESIGN §4.5, one job's recommendation and budget sweeps."""
+"""The five policies (docs/ARCHITECTURE.md, "Policies"), one job's recommendation
+and budget sweeps."""
 
 from __future__ import annotations
 
@@ -269,7 +270,7 @@ class Planner:
 
     def baseline(self, policy: str, budget: float) -> Config | None:
         """cost_first / performance_first: Single Anchor on one GPU type with as
-        many nodes as the budget and quotas allow (DESIGN §4.5)."""
+        many nodes as the budget and quotas allow ("Policies")."""
         return self.baselines(policy, [budget])[0]
 
     def baselines(self, policy: str, budgets: Sequence[float]) -> list[Config | None]:
