@@ -366,11 +366,6 @@ class ClusterMILP:
                 status = LIMIT_WITH_INCUMBENT
         return status
 
-    @property
-    def least_cost(self) -> FloatArray:
-        """Per candidate, the least hourly cost of a whole cluster built on it."""
-        return self._least_cost
-
     def remote_floor(self) -> FloatArray:
         """Per candidate, the least hourly cost of its remote side: 0 without one,
         inf where no remote type and count satisfies Tiering's constraints."""
