@@ -877,26 +877,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budgets)
     _check_out(args.out, args.plot)
     result = sweep(budgets, _job(args, policies=["all"]), inputs=_inputs(args))
-    df = result.results
     if args.out:
         from deepvm.results import write_parquet_atomic
 
-        write_parquet_atomic(df, args.out)
+        write_parquet_atomic(result.results, args.out)
     if args.plot:
         from deepvm.plots import plot_sweep
 
         title = f"{result.workload}, objective {result.objective}"
-        print(f"wrote {plot_sweep(df, args.plot, title)}", file=sys.stderr)
-    if args.json:
-        rows = json.loads(df.to_json(orient="records", date_format="iso"))
-        _print_json({"budgets": result.budgets, "results": rows})
+        print(f"wrote {plot_sweep(result.results, args.plot, title)}", file=sys.stderr)
+    if args.json:  # pandas is not needed for these rows: sweeps stay light (benchmarks/planner.py)
+        _print_json({"budgets": result.budgets, "results": result.rows})
         return 0
-    shown = df.copy()
-    shown["tflops"] = shown["throughput_flops"].map(_tflops)
-    shown["normalized"] = shown["normalized"].map(lambda v: f"{v:.3f}")
+    shown = [
+        {**r, "tflops": _tflops(r["throughput_flops"]), "normalized": f"{r['normalized']:.3f}"}
+        for r in result.rows
+    ]
     print(
         _table(
-            shown.to_dict("records"),
+            shown,
             [
                 ("budget", "budget"),
                 ("policy", "policy"),

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,9 @@ import pandas as pd
 
 from deepvm.errors import InputError
 from deepvm.overhead import MODEL_PARAMS, SpeedupModel, speedup
+
+if TYPE_CHECKING:
+    from deepvm.inputs import Table
 
 MIN_NODE_COUNTS = 3
 SELECT_RTOL = 0.05
@@ -66,60 +70,64 @@ class FitReport:
 # --- input ------------------------------------------------------------------------
 
 
-def scaling_points(df: pd.DataFrame, what: str = "scaling") -> pd.DataFrame:
+def scaling_points(data: pd.DataFrame | Table, what: str = "scaling") -> pd.DataFrame:
     """Validate scaling rows and return instance_type, workload, n_nodes, speedup.
 
     Needs ``duration_s`` or ``speedup``; with durations only, every group needs
     its n = 1 row. Errors name the row (1-based data row)."""
-    from deepvm.inputs import numeric_column, reject_duplicates, text_column
+    from deepvm.inputs import Table, as_table, numeric_column, reject_duplicates, text_column
 
-    path = df.attrs.get("source_path")
+    table = as_table(data)
+    path = table.source_path
     where = f"{what} file {path!r}" if path else what
     for column in ("instance_type", "workload", "n_nodes"):
-        if column not in df.columns:
+        if column not in table:
             raise InputError(f"{where} lacks column {column}")
-    if "duration_s" not in df.columns and "speedup" not in df.columns:
+    if "duration_s" not in table and "speedup" not in table:
         raise InputError(f"{where} needs a duration_s or a speedup column")
-    out = pd.DataFrame(
-        {
-            "instance_type": text_column(df, "instance_type", what),
-            "workload": text_column(df, "workload", what),
-        }
-    )
-    out.attrs.update(df.attrs)  # errors keep naming the file
-    n = numeric_column(df, "n_nodes", what, minimum=1)
+    types = text_column(table, "instance_type", what)
+    workloads = text_column(table, "workload", what)
+    n = numeric_column(table, "n_nodes", what, minimum=1)
     if (n != np.floor(n)).any():
-        i = int(np.flatnonzero((n != np.floor(n)).to_numpy())[0])
-        raise InputError(f"{where}: row {i + 1}: n_nodes={n.iloc[i]:g} must be an integer")
-    out["n_nodes"] = n.astype(int)
-    reject_duplicates(out, ["instance_type", "workload", "n_nodes"], what)
+        i = int(np.flatnonzero(n != np.floor(n))[0])
+        raise InputError(f"{where}: row {i + 1}: n_nodes={n[i]:g} must be an integer")
+    keys = Table({"instance_type": types, "workload": workloads, "n_nodes": n.astype(int)}, path)
+    reject_duplicates(keys, ["instance_type", "workload", "n_nodes"], what)
     speed = (
-        numeric_column(df, "speedup", what, strictly_positive=True, allow_missing=True)
-        if "speedup" in df.columns
-        else pd.Series(np.nan, index=df.index)
+        numeric_column(table, "speedup", what, strictly_positive=True, allow_missing=True)
+        if "speedup" in table
+        else np.full(len(table), np.nan)
     )
-    if "duration_s" in df.columns:
+    if "duration_s" in table:
         duration = numeric_column(
-            df, "duration_s", what, strictly_positive=True, allow_missing="speedup" in df.columns
+            table, "duration_s", what, strictly_positive=True, allow_missing="speedup" in table
         )
         base = {}
-        for i, row in enumerate(out.itertuples(index=False)):
-            if row.n_nodes == 1 and not math.isnan(duration.iloc[i]):
-                base[(row.instance_type, row.workload)] = duration.iloc[i]
-        for i, row in enumerate(out.itertuples(index=False)):
-            if math.isnan(speed.iloc[i]) and not math.isnan(duration.iloc[i]):
-                key = (row.instance_type, row.workload)
+        for i in range(len(table)):
+            if n[i] == 1 and not math.isnan(duration[i]):
+                base[(types[i], workloads[i])] = duration[i]
+        for i in range(len(table)):
+            if math.isnan(speed[i]) and not math.isnan(duration[i]):
+                key = (types[i], workloads[i])
                 if key not in base:
                     raise InputError(
-                        f"{where}: row {i + 1}: group {row.instance_type}/{row.workload} has "
+                        f"{where}: row {i + 1}: group {types[i]}/{workloads[i]} has "
                         "durations but no n_nodes=1 row to compute speedups from"
                     )
-                speed.iloc[i] = base[key] / duration.iloc[i]
-    missing = speed.isna()
-    if missing.any():
-        i = int(np.flatnonzero(missing.to_numpy())[0])
+                speed[i] = base[key] / duration[i]
+    if np.isnan(speed).any():
+        i = int(np.flatnonzero(np.isnan(speed))[0])
         raise InputError(f"{where}: row {i + 1}: neither speedup nor duration_s is given")
-    out["speedup"] = speed.to_numpy(float)
+    out = pd.DataFrame(
+        {
+            "instance_type": types.astype(str),
+            "workload": workloads.astype(str),
+            "n_nodes": n.astype(int),
+            "speedup": speed,
+        }
+    )
+    if path:
+        out.attrs["source_path"] = path
     return out
 
 

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
 from deepvm.catalog import Catalog
-from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
+from deepvm.inputs import (
+    Table,
+    as_table,
+    concat,
+    numeric_column,
+    read_table,
+    reject_duplicates,
+    text_column,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Fraction of peak dense FP16/BF16 FLOP/s that data-parallel training of a
 # mid-size model reaches on one node. Published model-FLOPs-utilisation figures
@@ -25,24 +37,33 @@ THROUGHPUT_COLUMNS = ("instance_type", "workload", "flops")
 SECONDS_PER_HOUR = 3600.0
 
 
-def load_throughput(path: str | Path) -> pd.DataFrame:
+def load_throughput(path: str | Path) -> Table:
     """A measured-throughput file: instance_type, workload, flops (FLOP/s of one node)."""
-    df = read_table(path, THROUGHPUT_COLUMNS, "throughput")
-    df["instance_type"] = text_column(df, "instance_type", "throughput")
-    df["workload"] = text_column(df, "workload", "throughput")
-    df["flops"] = numeric_column(df, "flops", "throughput", strictly_positive=True)
-    reject_duplicates(df, ["instance_type", "workload"], "throughput")
-    df["source"] = f"file {Path(path).name}"
-    return df[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
+    raw = read_table(path, THROUGHPUT_COLUMNS, "throughput")
+    table = Table(
+        {
+            "instance_type": text_column(raw, "instance_type", "throughput"),
+            "workload": text_column(raw, "workload", "throughput"),
+            "flops": numeric_column(raw, "flops", "throughput", strictly_positive=True),
+            "source": np.full(len(raw), f"file {Path(path).name}", dtype=object),
+        },
+        raw.source_path,
+    )
+    reject_duplicates(table, ["instance_type", "workload"], "throughput")
+    return table
 
 
-def merge_measurements(*tables: pd.DataFrame | None) -> pd.DataFrame | None:
+def merge_measurements(*tables: Table | pd.DataFrame | None) -> Table | None:
     """Throughput tables combined; a later table's row wins for the same key."""
-    present = [t for t in tables if t is not None and not t.empty]
+    present = [as_table(t) for t in tables if t is not None and len(t)]
     if not present:
         return None
-    both = pd.concat(present, ignore_index=True)
-    return both.drop_duplicates(["instance_type", "workload"], keep="last").reset_index(drop=True)
+    columns = [*THROUGHPUT_COLUMNS, "source"]
+    both = concat([t.select([c for c in columns if c in t]) for t in present])
+    last = {
+        key: i for i, key in enumerate(zip(both["instance_type"], both["workload"], strict=True))
+    }
+    return both.take(np.array(sorted(last.values()), dtype=np.int64))
 
 
 @dataclass(frozen=True)
@@ -70,18 +91,20 @@ class MeasurementUse:
 
 
 def measurement_use(
-    catalog: Catalog, workload: str, measured: pd.DataFrame | None
+    catalog: Catalog, workload: str, measured: Table | pd.DataFrame | None
 ) -> MeasurementUse:
     """The measured rows of ``workload`` split into those the plan uses (the type
     is a GPU type of the catalog) and those it cannot (a machine the catalog does
     not list, such as ``local:<cpu>``, or a CPU type)."""
-    if measured is None or measured.empty:
+    if measured is None or not len(measured):
         return MeasurementUse()
-    mine = measured[measured["workload"] == workload]
-    gpu = set(catalog.gpu["instance_type"])
-    listed = set(catalog.instances["instance_type"])
+    measured = as_table(measured)
+    mine = measured.take(measured["workload"] == workload)
+    types = catalog.table["instance_type"]
+    gpu = set(types[catalog.gpu_rows])
+    listed = set(types)
     used, not_used = [], []
-    for row in mine.to_dict("records"):
+    for row in mine.records():
         source = str(row.get("source") or "measured")
         if row["instance_type"] in gpu:
             used.append(
@@ -99,30 +122,42 @@ def measurement_use(
     return MeasurementUse(tuple(used), tuple(not_used))
 
 
-def node_throughput(
-    catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """F_i for every GPU row (region, instance type) of the catalog on ``workload``.
+@dataclass(frozen=True)
+class NodeThroughput:
+    """F_i of the catalog's GPU rows that have one: ``row`` indexes ``catalog.table``."""
 
-    Returns the GPU rows' index (``row``, into ``catalog.instances``), region,
-    instance_type, flops, flops_source (``measured`` or ``peak``); rows with
-    neither a measurement nor a peak figure are left out. A measurement of a type
-    holds in every region. Measurements of other workloads or of machines the
-    catalog does not list are not used.
-    """
-    gpu = catalog.gpu[["region", "instance_type", "peak_flops"]].copy()
-    gpu["row"] = gpu.index
-    gpu["flops"] = gpu["peak_flops"].astype(float) * PEAK_UTILISATION
-    gpu["flops_source"] = "peak"
-    if measured is not None and not measured.empty:
-        mine = measured[measured["workload"] == workload]
-        by_type = mine.drop_duplicates("instance_type", keep="last").set_index("instance_type")
-        hit = gpu["instance_type"].map(by_type["flops"].astype(float))
-        gpu["flops"] = hit.where(hit.notna(), gpu["flops"]).astype(float)
-        gpu["flops_source"] = gpu["flops_source"].where(hit.isna(), "measured")
-    gpu = gpu[np.isfinite(gpu["flops"]) & (gpu["flops"] > 0)]
-    columns = ["row", "region", "instance_type", "flops", "flops_source"]
-    return gpu[columns].reset_index(drop=True)
+    row: npt.NDArray[np.int64]
+    flops: npt.NDArray[np.float64]
+    flops_source: tuple[str, ...]  # "measured" or "peak"
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+def node_throughput(
+    catalog: Catalog, workload: str, measured: Table | pd.DataFrame | None = None
+) -> NodeThroughput:
+    """F_i for every GPU row (region, instance type) of the catalog on ``workload``:
+    a measurement where there is one, else peak_flops x PEAK_UTILISATION; rows with
+    neither are left out. A measurement of a type holds in every region.
+    Measurements of other workloads or of machines the catalog does not list are
+    not used."""
+    rows = catalog.gpu_rows
+    types = catalog.table["instance_type"][rows]
+    flops = catalog.table["peak_flops"][rows].astype(float) * PEAK_UTILISATION
+    source = ["peak"] * len(rows)
+    if measured is not None and len(measured):
+        measured = as_table(measured)
+        mine = measured.take(measured["workload"] == workload)
+        by_type = dict(zip(mine["instance_type"], mine["flops"].astype(float), strict=True))
+        for k, itype in enumerate(types):
+            if itype in by_type:
+                flops[k] = by_type[itype]
+                source[k] = "measured"
+    keep = np.isfinite(flops) & (flops > 0)
+    return NodeThroughput(
+        rows[keep], flops[keep], tuple(s for s, k in zip(source, keep, strict=True) if k)
+    )
 
 
 FLOPP_COLUMNS = [
@@ -138,19 +173,28 @@ FLOPP_COLUMNS = [
 
 
 def flopp_table(
-    catalog: Catalog, workload: str, measured: pd.DataFrame | None = None
+    catalog: Catalog, workload: str, measured: Table | pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """FLOPP = 3600 * F_i / price per region, type and market, long format, best first."""
+    import pandas as pd
+
     f = node_throughput(catalog, workload, measured)
-    rows = []
+    table = catalog.table
+    parts = []
     for market, column in (("spot", "spot_price"), ("on_demand", "ondemand_price")):
-        part = f.copy()
+        part = pd.DataFrame(
+            {
+                "region": table["region"][f.row],
+                "instance_type": table["instance_type"][f.row],
+                "achieved_flops": f.flops,
+                "flops_source": f.flops_source,
+                "usd_per_hour": table[column][f.row].astype(float),
+            }
+        )
         part["market"] = market
-        part["usd_per_hour"] = catalog.instances.loc[f["row"], column].to_numpy(dtype=float)
-        rows.append(part[part["usd_per_hour"].notna()])
-    out = pd.concat(rows, ignore_index=True)
+        parts.append(part[part["usd_per_hour"].notna()])
+    out = pd.concat(parts, ignore_index=True)
     out["workload"] = workload
-    out = out.rename(columns={"flops": "achieved_flops"})
     out["flopp"] = SECONDS_PER_HOUR * out["achieved_flops"] / out["usd_per_hour"]
     out = out.sort_values(["flopp", "instance_type", "region"], ascending=[False, True, True])
     return out[FLOPP_COLUMNS].reset_index(drop=True)

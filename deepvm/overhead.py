@@ -13,12 +13,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from deepvm.errors import InputError
+from deepvm.inputs import Table, as_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODEL_PARAMS: dict[str, tuple[str, ...]] = {
     "deepvm": ("a", "b", "c"),
@@ -169,28 +173,29 @@ OVERHEAD_COLUMNS = ("instance_type", "workload", "model")
 WILDCARD = "*"
 
 
-def load_overhead_table(path: str | Path, *, default_source: str | None = None) -> pd.DataFrame:
+def load_overhead_table(path: str | Path, *, default_source: str | None = None) -> Table:
     """An overhead-model file: instance_type, workload, model and the model's
     parameters as columns (a, b, c / p / alpha, beta). ``*`` matches any instance
     type or workload. With a ``selected`` column only selected rows are kept."""
-    from deepvm.inputs import read_table, reject_duplicates, text_column
+    from deepvm.inputs import optional_text, read_table, reject_duplicates, text_column
 
     what = "overhead"
-    df = read_table(path, OVERHEAD_COLUMNS, what)
-    for column in OVERHEAD_COLUMNS:
-        df[column] = text_column(df, column, what)
-    if "selected" in df.columns:
-        df = df[df["selected"].astype(str).str.lower().isin(["true", "1", "yes"])].copy()
-    if "source" not in df.columns:
-        df["source"] = default_source or f"file:{Path(path).name}"
-    reject_duplicates(df, ["instance_type", "workload"], what)
+    table = read_table(path, OVERHEAD_COLUMNS, what)
+    table = table.with_columns(**{c: text_column(table, c, what) for c in OVERHEAD_COLUMNS})
+    if "selected" in table:
+        chosen = [str(v).lower() in ("true", "1", "yes") for v in optional_text(table["selected"])]
+        table = table.take(np.array(chosen, dtype=bool))
+    if "source" not in table:
+        label = default_source or f"file:{Path(path).name}"
+        table = table.with_columns(source=np.full(len(table), label, dtype=object))
+    reject_duplicates(table, ["instance_type", "workload"], what)
     # Build every model now so a bad row fails here, naming its row.
-    for i, row in enumerate(df.itertuples(index=False)):
+    for i, row in enumerate(table.records()):
         try:
-            _model_from_row(row._asdict())
+            _model_from_row(row)
         except InputError as exc:
             raise InputError(f"overhead file {str(path)!r}: row {i + 1}: {exc}") from None
-    return df.reset_index(drop=True)
+    return table
 
 
 def _model_from_row(row: Mapping[str, object]) -> SpeedupModel:
@@ -200,6 +205,8 @@ def _model_from_row(row: Mapping[str, object]) -> SpeedupModel:
     params: dict[str, float] = {}
     for name in MODEL_PARAMS[kind]:
         value = row.get(name)
+        if value is None:
+            raise InputError(f"model {kind!r} needs parameter {name!r}")
         try:
             params[name] = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
@@ -209,14 +216,14 @@ def _model_from_row(row: Mapping[str, object]) -> SpeedupModel:
     return SpeedupModel(kind, params, source=str(row.get("source") or "file"))
 
 
-def shipped_overhead_table() -> pd.DataFrame:
+def shipped_overhead_table() -> Table:
     from deepvm._datasets import dataset_path
 
     return load_overhead_table(dataset_path("overhead-default.csv"))
 
 
 def resolve_models(
-    instance_types: Sequence[str], workload: str, tables: Sequence[pd.DataFrame]
+    instance_types: Sequence[str], workload: str, tables: Sequence[Table | pd.DataFrame]
 ) -> dict[str, SpeedupModel]:
     """The speedup model for each instance type on ``workload``.
 
@@ -226,7 +233,7 @@ def resolve_models(
     ``linear-fallback`` so the result says so.
     """
     indexed = [
-        {(str(r["instance_type"]), str(r["workload"])): r for r in t.to_dict("records")}
+        {(str(r["instance_type"]), str(r["workload"])): r for r in as_table(t).records()}
         for t in tables
     ]
     result: dict[str, SpeedupModel] = {}

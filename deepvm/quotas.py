@@ -8,9 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from deepvm._datasets import dataset_path
 from deepvm.errors import InputError
-from deepvm.inputs import numeric_column, read_table, reject_duplicates, text_column
+from deepvm.inputs import (
+    Table,
+    numeric_column,
+    optional_text,
+    read_table,
+    reject_duplicates,
+    text_column,
+)
 
 MARKETS = ("spot", "on_demand")
 QUOTA_COLUMNS = ("quota_group", "market", "vcpus")
@@ -37,22 +46,25 @@ def load_quotas(path: str | Path | None = None) -> Quotas:
     overrides the regionless row of its group and market there; a row without
     one applies to every region."""
     source = Path(path) if path is not None else dataset_path("quotas-default.csv")
-    df = read_table(source, QUOTA_COLUMNS, "quotas")
-    if "region" not in df.columns:
-        df["region"] = ""
-    df["region"] = df["region"].fillna("").astype(str).str.strip()
-    df["quota_group"] = text_column(df, "quota_group", "quotas", key="quota_group")
-    df["market"] = text_column(df, "market", "quotas", key="quota_group")
-    bad = df[~df["market"].isin(MARKETS)]
-    if not bad.empty:
-        i = int(bad.index[0])
-        raise InputError(
-            f"quotas file {str(source)!r}: row {i + 1}: market={df['market'].iloc[i]!r} "
-            f"must be one of {', '.join(MARKETS)}"
-        )
-    vcpus = numeric_column(df, "vcpus", "quotas", minimum=0, key="quota_group")
-    reject_duplicates(df, ["region", "quota_group", "market"], "quotas")
-    rows = zip(df["region"], df["quota_group"], df["market"], vcpus, strict=True)
+    raw = read_table(source, QUOTA_COLUMNS, "quotas")
+    regions = optional_text(raw["region"]) if "region" in raw else [None] * len(raw)
+    table = Table(
+        {
+            "region": np.array([r or "" for r in regions], dtype=object),
+            "quota_group": text_column(raw, "quota_group", "quotas", key="quota_group"),
+            "market": text_column(raw, "market", "quotas", key="quota_group"),
+        },
+        raw.source_path,
+    )
+    for i, market in enumerate(table["market"]):
+        if market not in MARKETS:
+            raise InputError(
+                f"quotas file {str(source)!r}: row {i + 1}: market={market!r} "
+                f"must be one of {', '.join(MARKETS)}"
+            )
+    vcpus = numeric_column(raw, "vcpus", "quotas", minimum=0, key="quota_group")
+    reject_duplicates(table, ["region", "quota_group", "market"], "quotas")
+    rows = zip(table["region"], table["quota_group"], table["market"], vcpus, strict=True)
     limits: dict[tuple[str, str], float] = {}
     regional: dict[tuple[str, str, str], float] = {}
     for region, group, market, value in rows:

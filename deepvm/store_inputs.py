@@ -20,6 +20,7 @@ from deepvm.catalog.sources import catalog_from_tables
 from deepvm.errors import DeepvmError, InputError
 from deepvm.fitting import scaling_points
 from deepvm.flopp import THROUGHPUT_COLUMNS
+from deepvm.inputs import Table
 from deepvm.planner.api import InputFiles, Inputs, StoredInputs
 from deepvm.store import Store, StoreLike
 
@@ -51,7 +52,12 @@ def read_stored(
         if with_catalog and store.has("prices")
         else None
     )
-    return StoredInputs(planned, latest_measurements(store), fitted_overhead_table(store))
+    fitted = fitted_overhead_table(store)
+    return StoredInputs(
+        planned,
+        Table.from_frame(latest_measurements(store)),
+        Table.from_frame(fitted) if fitted is not None else None,
+    )
 
 
 def catalog_from_store(

@@ -1,5 +1,8 @@
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import deepvm
 
@@ -23,3 +26,42 @@ def test_recommend_from_python():
     result = deepvm.recommend(3.0, workload="gpt2", top=2)
     assert [r.rank for r in result.recommendations] == [1, 2]
     assert result.checkpoint_gb > 1  # gpt2: 124M params x 12 bytes
+
+
+PAPER = "datasets/scenarios/paper"
+PAPER_FILES = [
+    f"--{name}={PAPER}/{name}.csv" for name in ("catalog", "throughput", "overhead", "quotas")
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        (["--help"], ("cvxpy", "pandas", "pyarrow")),
+        (["recommend", "--budget", "3", "--json"], ("cvxpy", "pandas", "pyarrow")),
+        (["sweep", "--budgets", "0:10.1:0.1", "--json", *PAPER_FILES], ("cvxpy", "pandas")),
+        (["sweep", "--budgets", "1:4:1"], ("cvxpy", "pandas")),
+        (["compare", "--budget", "3", "--epochs", "1", "--dataset-size", "1000"], ("cvxpy",)),
+        (["flopp", "--json"], ("cvxpy",)),
+        (["catalog", "--json"], ("cvxpy",)),
+    ],
+)
+def test_single_job_commands_import_no_solver_and_sweeps_no_pandas(argv, absent):
+    """The single-job planner is a numpy enumeration: cvxpy (about a second to
+    import) loads only for the fleet's program, and recommend and sweep read
+    their CSVs without pandas (benchmarks/planner.py measures what that saves)."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from deepvm.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        status = main({argv!r})\n"
+        "    except SystemExit as exit:\n"
+        "        status = exit.code\n"
+        f"print(status, sorted(m for m in {absent!r} if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "0 []", out.stdout + out.stderr

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
+import numpy.typing as npt
 
 from deepvm.errors import InputError
 from deepvm.inputs import (
+    Table,
     numeric_column,
+    optional_text,
     read_table,
     reject_duplicates,
     source_label,
     text_column,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CATALOG_COLUMNS = (
     "provider",
@@ -64,28 +71,42 @@ class Catalog:
     """Instance types with their specs and prices, one row per (region, type); a
     catalog may span regions (each planned with its own quotas).
 
-    ``instances`` has the columns of CATALOG_COLUMNS plus accelerator_memory_gib
-    and peak_flops (NaN where unknown); ``spot_price`` is NaN where a type has no
-    spot market. ``snapshot`` labels the prices (recorded with every result).
+    ``table`` has the columns of CATALOG_COLUMNS plus the OPTIONAL_COLUMNS
+    (accelerator_memory_gib, peak_flops, spot_zone, interruption_rate; NaN or
+    None where unknown); ``spot_price`` is NaN where a type has no spot market.
+    ``snapshot`` labels the prices (recorded with every result).
     """
 
-    instances: pd.DataFrame
+    table: Table
     snapshot: str
 
     @property
+    def instances(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame (for display and the store)."""
+        return self.table.to_frame()
+
+    @property
+    def gpu_rows(self) -> npt.NDArray[np.int64]:
+        return np.flatnonzero(self.table["accelerator_count"] > 0)
+
+    @property
+    def cpu_rows(self) -> npt.NDArray[np.int64]:
+        return np.flatnonzero(self.table["accelerator_count"] == 0)
+
+    @property
     def gpu(self) -> pd.DataFrame:
-        return self.instances[self.instances["accelerator_count"] > 0]
+        return self.table.take(self.gpu_rows).to_frame()
 
     @property
     def cpu(self) -> pd.DataFrame:
-        return self.instances[self.instances["accelerator_count"] == 0]
+        return self.table.take(self.cpu_rows).to_frame()
 
     @property
     def regions(self) -> list[str]:
-        return sorted(set(self.instances["region"]))
+        return sorted(set(self.table["region"]))
 
     def __len__(self) -> int:
-        return len(self.instances)
+        return len(self.table)
 
 
 # Plausible peak FLOP/s of one node: below 1 GFLOP/s or above 100 PFLOP/s (about
@@ -94,116 +115,138 @@ MIN_PEAK_FLOPS = 1e9
 MAX_PEAK_FLOPS = 1e17
 
 
-def validate_catalog(df: pd.DataFrame, *, region: str | None = None) -> pd.DataFrame:
+def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) -> Table:
     """Check a raw catalog table and return it normalised (types, optional columns)."""
     what = "catalog"
-    missing = [c for c in CATALOG_COLUMNS if c not in df.columns]
+    table = raw if isinstance(raw, Table) else Table.from_frame(raw)
+    missing = [c for c in CATALOG_COLUMNS if c not in table]
     if missing:
-        path = df.attrs.get("source_path", "")
-        raise InputError(f"catalog file {path!r} lacks column(s) {', '.join(missing)}")
-    out = df.copy()
-    for column, fill in OPTIONAL_COLUMNS.items():
-        if column not in out.columns:
-            out[column] = fill
+        raise InputError(
+            f"catalog file {table.source_path or ''!r} lacks column(s) {', '.join(missing)}"
+        )
+    out: dict[str, npt.ArrayLike] = {}
     for column in ("provider", "region", "instance_type", "quota_group"):
-        out[column] = text_column(out, column, what)
-    out["accelerator_name"] = out["accelerator_name"].fillna("").astype(str).str.strip()
-    out["vcpus"] = numeric_column(out, "vcpus", what, strictly_positive=True)
-    out["memory_gib"] = numeric_column(out, "memory_gib", what, strictly_positive=True)
-    out["network_gbps"] = numeric_column(out, "network_gbps", what, strictly_positive=True)
+        out[column] = text_column(table, column, what)
+    names = optional_text(table["accelerator_name"])
+    out["accelerator_name"] = np.where(names == None, "", names)  # noqa: E711 (elementwise)
+    out["vcpus"] = numeric_column(table, "vcpus", what, strictly_positive=True)
+    out["memory_gib"] = numeric_column(table, "memory_gib", what, strictly_positive=True)
+    out["network_gbps"] = numeric_column(table, "network_gbps", what, strictly_positive=True)
     out["accelerator_count"] = numeric_column(
-        out, "accelerator_count", what, minimum=0, integer=True
+        table, "accelerator_count", what, minimum=0, integer=True
     )
-    out["accelerator_memory_gib"] = numeric_column(
-        out, "accelerator_memory_gib", what, minimum=0, allow_missing=True
-    ).fillna(0.0)
-    out["peak_flops"] = numeric_column(
-        out, "peak_flops", what, minimum=MIN_PEAK_FLOPS, maximum=MAX_PEAK_FLOPS, allow_missing=True
-    )
-    out["ondemand_price"] = numeric_column(out, "ondemand_price", what, strictly_positive=True)
+    out["ondemand_price"] = numeric_column(table, "ondemand_price", what, strictly_positive=True)
     out["spot_price"] = numeric_column(
-        out, "spot_price", what, strictly_positive=True, allow_missing=True
+        table, "spot_price", what, strictly_positive=True, allow_missing=True
     )
-    out["interruption_rate"] = _interruption_rates(out, what)
+    memory = (
+        numeric_column(table, "accelerator_memory_gib", what, minimum=0, allow_missing=True)
+        if "accelerator_memory_gib" in table
+        else np.zeros(len(table))
+    )
+    out["accelerator_memory_gib"] = np.nan_to_num(memory, nan=0.0)
+    out["peak_flops"] = (
+        numeric_column(
+            table, "peak_flops", what, minimum=MIN_PEAK_FLOPS, maximum=MAX_PEAK_FLOPS,
+            allow_missing=True,
+        )
+        if "peak_flops" in table
+        else np.full(len(table), np.nan)
+    )  # fmt: skip
+    out["spot_zone"] = (
+        optional_text(table["spot_zone"])
+        if "spot_zone" in table
+        else np.full(len(table), None, dtype=object)
+    )
+    out["interruption_rate"] = _interruption_rates(table, what)
+    # Columns beyond the schema (snapshot_date, sources' extras) ride along.
+    extra = {name: table[name] for name in table.names if name not in out}
+    checked = Table({**out, **extra}, table.source_path)
     if region is not None:
-        known = sorted(set(out["region"]))
-        out = out[out["region"] == region]
-        if out.empty:
+        known = sorted(set(checked["region"]))
+        checked = checked.take(checked["region"] == region)
+        if checked.empty:
             raise InputError(
                 f"catalog has no instance types in region {region!r}; its regions: "
                 + ", ".join(known)
             )
-    reject_duplicates(out, ["region", "instance_type"], what)
-    _reject_colliding_names(out, what)
-    return out.reset_index(drop=True)
+    reject_duplicates(checked, ["region", "instance_type"], what)
+    _reject_colliding_names(checked, what)
+    return checked
 
 
-def _reject_colliding_names(df: pd.DataFrame, what: str) -> None:
+def _reject_colliding_names(table: Table, what: str) -> None:
     """Instance types name store files (benchmarks, scaling): two that map to one
     file name would overwrite each other's measurements."""
     from deepvm.names import MAX_NAME_LENGTH, file_safe
 
     seen: dict[str, str] = {}
-    for name in df["instance_type"].unique():
+    for name in dict.fromkeys(table["instance_type"]):
         if len(name) > MAX_NAME_LENGTH:
             raise InputError(
-                f"{source_label(df, what)}: instance_type {name[:40]!r}... is longer than "
+                f"{source_label(table, what)}: instance_type {name[:40]!r}... is longer than "
                 f"{MAX_NAME_LENGTH} characters"
             )
         other = seen.setdefault(file_safe(name), name)
         if other != name:
             raise InputError(
-                f"{source_label(df, what)}: instance types {other!r} and {name!r} are one name "
+                f"{source_label(table, what)}: instance types {other!r} and {name!r} are one name "
                 "once made file-safe; rename one"
             )
 
 
-def _interruption_rates(df: pd.DataFrame, what: str) -> pd.Series:
+def _interruption_rates(table: Table, what: str) -> npt.NDArray[np.float64]:
     """`interruption_rate` where given, else the value of `interruption_bucket`."""
     from deepvm.preemption import bucket_rate
 
-    rates = numeric_column(df, "interruption_rate", what, minimum=0, allow_missing=True)
-    if "interruption_bucket" in df.columns:
-        for index in df.index[rates.isna() & df["interruption_bucket"].notna()]:
-            label = str(df.at[index, "interruption_bucket"])
-            if not label.strip():
+    rates = (
+        numeric_column(table, "interruption_rate", what, minimum=0, allow_missing=True)
+        if "interruption_rate" in table
+        else np.full(len(table), np.nan)
+    )
+    if "interruption_bucket" in table:
+        labels = optional_text(table["interruption_bucket"])
+        for i in np.flatnonzero(np.isnan(rates)):
+            if labels[i] is None:
                 continue
             try:
-                rates.at[index] = bucket_rate(label)
+                rates[i] = bucket_rate(labels[i])
             except ValueError as exc:
-                raise InputError(f"{what} row {df.at[index, 'instance_type']!r}: {exc}") from None
+                raise InputError(f"{what} row {table['instance_type'][i]!r}: {exc}") from None
     too_high = rates >= 1
     if too_high.any():
-        row = df.loc[too_high.idxmax(), "instance_type"]
+        first = int(np.flatnonzero(too_high)[0])
         raise InputError(
-            f"{what} row {row!r}: interruption_rate {rates[too_high].iloc[0]:g} must be a "
+            f"{what} row {table['instance_type'][first]!r}: interruption_rate "
+            f"{rates[first]:g} must be a "
             "monthly fraction below 1"
         )
     return rates
 
 
-def load_interruptions(path: str | Path) -> pd.DataFrame:
+def load_interruptions(path: str | Path) -> Table:
     """An interruption-rate override file: instance_type and either
     interruption_rate (monthly fraction) or interruption_bucket (an Advisor label)."""
-    df = read_table(path, ["instance_type"], "interruptions")
-    if not {"interruption_rate", "interruption_bucket"} & set(df.columns):
+    table = read_table(path, ["instance_type"], "interruptions")
+    if not {"interruption_rate", "interruption_bucket"} & set(table.names):
         raise InputError(
             f"interruptions file {str(path)!r} needs columns instance_type and "
             "interruption_rate or interruption_bucket"
         )
-    df = df.copy()
-    df["instance_type"] = text_column(df, "instance_type", "interruptions")
-    reject_duplicates(df, ["instance_type"], "interruptions")
-    if "interruption_rate" not in df.columns:
-        df["interruption_rate"] = float("nan")
-    df["interruption_rate"] = _interruption_rates(df, f"interruptions file {str(path)!r}")
-    return df[["instance_type", "interruption_rate"]]
+    table = table.with_columns(instance_type=text_column(table, "instance_type", "interruptions"))
+    reject_duplicates(table, ["instance_type"], "interruptions")
+    rates = _interruption_rates(table, f"interruptions file {str(path)!r}")
+    return Table({"instance_type": table["instance_type"], "interruption_rate": rates})
 
 
-def with_interruptions(catalog: Catalog, overrides: pd.DataFrame) -> Catalog:
+def with_interruptions(catalog: Catalog, overrides: Table) -> Catalog:
     """The catalog with the override file's rates for the types it names."""
-    df = catalog.instances.copy()
-    rates = overrides.set_index("instance_type")["interruption_rate"]
-    named = df["instance_type"].isin(rates.index)
-    df.loc[named, "interruption_rate"] = df.loc[named, "instance_type"].map(rates)
-    return Catalog(df, catalog.snapshot)
+    if not isinstance(overrides, Table):
+        overrides = Table.from_frame(overrides)
+    rates = dict(zip(overrides["instance_type"], overrides["interruption_rate"], strict=True))
+    current = catalog.table["interruption_rate"]
+    updated = np.array(
+        [rates.get(t, r) for t, r in zip(catalog.table["instance_type"], current, strict=True)],
+        dtype=float,
+    )
+    return Catalog(catalog.table.with_columns(interruption_rate=updated), catalog.snapshot)

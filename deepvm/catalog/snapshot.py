@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from deepvm._datasets import dataset_path
 from deepvm.catalog.common import CATALOG_COLUMNS, Catalog, validate_catalog
-from deepvm.inputs import read_table
+from deepvm.inputs import Table, optional_text, read_table
 
 SNAPSHOT_FILE = "catalog-aws-us-east-1.csv"
 
@@ -20,12 +18,14 @@ def load_catalog(path: str | Path | None = None, *, region: str | None = None) -
     ``snapshot_date`` when it has that column, else the file name.
     """
     source = Path(path) if path is not None else dataset_path(SNAPSHOT_FILE)
-    df = read_table(source, CATALOG_COLUMNS, "catalog")
-    instances = validate_catalog(df, region=region)
-    return Catalog(instances=instances, snapshot=_snapshot_label(df, source))
+    raw = read_table(source, CATALOG_COLUMNS, "catalog")
+    return Catalog(validate_catalog(raw, region=region), snapshot=_snapshot_label(raw, source))
 
 
-def _snapshot_label(df: pd.DataFrame, source: Path) -> str:
-    if "snapshot_date" in df.columns and df["snapshot_date"].notna().any():
-        return f"{source.name}@{df['snapshot_date'].dropna().astype(str).max()}"
-    return source.name
+def _snapshot_label(table: Table, source: Path) -> str:
+    dates = (
+        [d for d in optional_text(table["snapshot_date"]) if d is not None]
+        if "snapshot_date" in table
+        else []
+    )
+    return f"{source.name}@{max(dates)}" if dates else source.name

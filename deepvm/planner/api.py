@@ -6,14 +6,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
 from deepvm.config import JOB_OPTIONS, MAX_SWEEP_BUDGETS, JobSpec
 from deepvm.errors import InfeasibleError, InputError, ParameterError
 from deepvm.flopp import MeasurementUse, load_throughput, measurement_use, merge_measurements
+from deepvm.inputs import Table
 from deepvm.overhead import (
     SaturationModel,
     load_overhead_table,
@@ -38,6 +37,9 @@ from deepvm.planner.policies import (
 from deepvm.quotas import Quotas, load_quotas
 from deepvm.workloads import WORKLOADS
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 class InputFiles(TypedDict, total=False):
     """The user's input files (CSV or Parquet; None or absent: the shipped data) and
@@ -59,8 +61,8 @@ class StoredInputs:
     the planner (deepvm.store_inputs); the planner never opens a store."""
 
     catalog: Catalog | None = None
-    measured: pd.DataFrame | None = None
-    fitted_overhead: pd.DataFrame | None = None
+    measured: Table | None = None
+    fitted_overhead: Table | None = None
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,8 @@ class Inputs:
 
     catalog: Catalog
     quotas: Quotas
-    measured: pd.DataFrame | None = None
-    overhead_tables: tuple[pd.DataFrame, ...] = ()
+    measured: Table | None = None
+    overhead_tables: tuple[Table, ...] = ()
     saturation: SaturationModel = field(default_factory=SaturationModel)
 
     @classmethod
@@ -283,7 +285,14 @@ class SweepResult:
     budgets: list[float]
     objective: str
     workload: str
-    results: pd.DataFrame  # one row per (budget, policy) with a cluster
+    rows: list[dict[str, Any]]  # one per (budget, policy) with a cluster, SWEEP_COLUMNS
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame with the SWEEP_COLUMNS."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=SWEEP_COLUMNS)
 
 
 SWEEP_COLUMNS = [
@@ -325,7 +334,7 @@ def sweep(
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(spec.workload)
     planner, _ = _planner(spec, fleet, max(budgets), checkpoint_costs)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
             fleet = planner.fleet
@@ -347,21 +356,23 @@ def sweep(
                     "throughput_flops": throughput(planner.fleet, config),
                 }
             )
-    df = pd.DataFrame(rows, columns=SWEEP_COLUMNS[:-1])
     top = max(budgets)
-    reference = df[(df["policy"] == "deepvm") & (df["budget"] == top)]["throughput_flops"]
-    if reference.empty:  # deepvm not swept: solve it at the top budget for the reference
+    reference = [
+        float(r["throughput_flops"]) for r in rows if r["policy"] == "deepvm" and r["budget"] == top
+    ]
+    if reference:
+        ref = float(reference[0])
+    else:  # deepvm not swept: solve it at the top budget for the reference
         found = planner.optimise("deepvm", top, 1)
         ref = (
             planner.describe("deepvm", 1, found[0][0], "", 0.0).throughput_flops
             if found
             else float("nan")
         )
-    else:
-        ref = float(reference.iloc[0])
-    df["normalized"] = df["throughput_flops"] / ref
-    df = df.sort_values(["policy", "budget"], kind="stable").reset_index(drop=True)
-    return SweepResult(budgets, spec.objective, spec.workload, df[SWEEP_COLUMNS])
+    for row in rows:
+        row["normalized"] = row["throughput_flops"] / ref
+    rows.sort(key=lambda r: (r["policy"], r["budget"]))
+    return SweepResult(budgets, spec.objective, spec.workload, rows)
 
 
 COMPARE_COLUMNS = [
@@ -403,4 +414,6 @@ def compare(
     for r in result.recommendations:
         label = f"deepvm #{r.rank}" if r.policy == "deepvm" else r.policy
         rows.append({"label": label, **{k: getattr(r, k) for k in COMPARE_COLUMNS[1:]}})
+    import pandas as pd
+
     return result, pd.DataFrame(rows, columns=COMPARE_COLUMNS)

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from deepvm.catalog import Catalog
 from deepvm.errors import InputError, UnknownWorkloadError
 from deepvm.flopp import node_throughput
+from deepvm.inputs import Table, as_table
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
 from deepvm.quotas import Quotas
 from deepvm.workloads import WORKLOADS
@@ -106,46 +106,52 @@ def build_fleet(
     workload: str,
     *,
     quotas: Quotas,
-    measured: pd.DataFrame | None = None,
-    overhead_tables: Sequence[pd.DataFrame] = (),
+    measured: Table | None = None,
+    overhead_tables: Sequence[Table] = (),
     saturation: SaturationModel | None = None,
 ) -> Fleet:
     """Resolve throughput and speedup models for ``workload``; raise on unknown workloads."""
     known = set(WORKLOADS)
     if measured is not None:
-        known |= set(measured["workload"])
+        measured = as_table(measured)
+        known |= set(measured["workload"]) if len(measured) else set()
+    overhead_tables = [as_table(t) for t in overhead_tables]
     for table in overhead_tables:
-        known |= set(table["workload"]) - {"*"}
+        known |= set(table["workload"]) - {"*"} if len(table) else set()
     if workload not in known:
         raise UnknownWorkloadError(
             f"unknown workload {workload!r}; known: {', '.join(sorted(known))} "
             "(or give its throughput with --throughput FILE)"
         )
     f = node_throughput(catalog, workload, measured)
-    if f.empty:
+    if not len(f):
         raise InputError(
             "no GPU instance type in the catalog has a throughput: give peak_flops "
             "in the catalog or measurements with --throughput FILE"
         )
-    g = catalog.instances.loc[f["row"]]
-    c = catalog.cpu
-    types = tuple(f["instance_type"])
+    g = catalog.table.take(f.row)
+    c = catalog.table.take(catalog.cpu_rows)
+    types = tuple(str(t) for t in g["instance_type"])
     models = resolve_models(types, workload, overhead_tables)
+
+    def floats(t: Table, column: str) -> FloatArray:
+        return t[column].astype(float)
+
     return Fleet(
         gpu_types=types,
-        gpu_spot=g["spot_price"].to_numpy(float),
-        gpu_ondemand=g["ondemand_price"].to_numpy(float),
-        gpu_vcpus=g["vcpus"].to_numpy(float),
-        gpu_gbps=g["network_gbps"].to_numpy(float),
+        gpu_spot=floats(g, "spot_price"),
+        gpu_ondemand=floats(g, "ondemand_price"),
+        gpu_vcpus=floats(g, "vcpus"),
+        gpu_gbps=floats(g, "network_gbps"),
         gpu_group=tuple(g["quota_group"]),
-        gpu_flops=f["flops"].to_numpy(float),
-        gpu_flops_source=tuple(f["flops_source"]),
+        gpu_flops=f.flops.astype(float),
+        gpu_flops_source=f.flops_source,
         gpu_models=tuple(models[t] for t in types),
-        cpu_types=tuple(c["instance_type"]),
-        cpu_ondemand=c["ondemand_price"].to_numpy(float),
-        cpu_memory_gb=c["memory_gib"].to_numpy(float) * GIB_TO_GB,
-        cpu_vcpus=c["vcpus"].to_numpy(float),
-        cpu_gbps=c["network_gbps"].to_numpy(float),
+        cpu_types=tuple(str(t) for t in c["instance_type"]),
+        cpu_ondemand=floats(c, "ondemand_price"),
+        cpu_memory_gb=floats(c, "memory_gib") * GIB_TO_GB,
+        cpu_vcpus=floats(c, "vcpus"),
+        cpu_gbps=floats(c, "network_gbps"),
         cpu_group=tuple(c["quota_group"]),
         quotas=quotas,
         saturation=saturation or SaturationModel(),
@@ -154,5 +160,5 @@ def build_fleet(
         gpu_region=tuple(g["region"]),
         cpu_region=tuple(c["region"]),
         gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
-        gpu_interruption=g["interruption_rate"].to_numpy(float),
+        gpu_interruption=floats(g, "interruption_rate"),
     )
