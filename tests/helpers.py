@@ -88,3 +88,24 @@ def make_fleet(
 
 def job(checkpoint_gb: float = 1.0, versions: int = 2) -> Job:
     return Job(WORKLOAD, checkpoint_gb, versions)
+
+
+def make_inputs(
+    rows: list[dict[str, object]],
+    *,
+    quotas: dict[tuple[str, str], float] | None = None,
+    regional: dict[tuple[str, str, str], float] | None = None,
+    overhead: pd.DataFrame | None = None,
+    saturation: SaturationModel | None = None,
+):  # type: ignore[no-untyped-def]
+    """The planner's Inputs for a small catalog (what the fleet planner takes)."""
+    from deepvm.inputs import Table
+    from deepvm.planner import Inputs
+
+    catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
+    return Inputs(
+        catalog,
+        Quotas(quotas or {}, regional or {}),
+        overhead_tables=(Table.from_frame(overhead),) if overhead is not None else (),
+        saturation=saturation or SaturationModel(),
+    )

@@ -109,6 +109,47 @@ def score_ranks(score: FloatArray, mask: np.ndarray) -> FloatArray:
     return ranks
 
 
+def run_highs(problem: object, time_limit_s: float) -> tuple[str, float]:
+    """Solve a cvxpy problem with HiGHS to a proven optimum (zero gap); the planner
+    status (STATUS_MAP, refined by HiGHS's incumbent flag) and the seconds taken."""
+    import cvxpy as cp
+
+    assert isinstance(problem, cp.Problem)
+    start = time.perf_counter()
+    try:
+        # cvxpy warns "Solution may be inaccurate" on a time limit; the status says it.
+        with _quiet_stdout(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(
+                solver=SOLVER,
+                time_limit=time_limit_s,
+                # cvxpy's default hands HiGHS the previous solve's answer as a start;
+                # slots are reassigned between solves, and HiGHS then returned that
+                # start as "optimal" although a better cluster existed (found by
+                # the property test). Every solve starts cold.
+                warm_start=False,
+                mip_rel_gap=0.0,
+                mip_abs_gap=1e-12,
+                mip_feasibility_tolerance=1e-9,
+                primal_feasibility_tolerance=1e-9,
+                output_flag=False,
+            )
+    except cp.error.SolverError as exc:
+        del exc  # the status says it; cvxpy's message is not for users
+        return ERROR, time.perf_counter() - start
+    return _status(problem), time.perf_counter() - start
+
+
+def _status(problem: object) -> str:
+    status = STATUS_MAP.get(str(getattr(problem, "status", "")), ERROR)
+    if status == LIMIT_NO_INCUMBENT:
+        info = problem.solver_stats.extra_stats  # type: ignore[attr-defined]
+        # HiGHS: primal_solution_status 2 = a feasible incumbent exists.
+        if getattr(info, "primal_solution_status", 0) == 2:
+            status = LIMIT_WITH_INCUMBENT
+    return status
+
+
 @contextlib.contextmanager
 def _quiet_stdout() -> Iterator[None]:
     """HiGHS prints a banner on file descriptor 1 from C++; keep it out of --json."""
@@ -329,42 +370,7 @@ class ClusterMILP:
     # -- solving ------------------------------------------------------------
 
     def _run(self, problem: object) -> tuple[str, float]:
-        import cvxpy as cp
-
-        assert isinstance(problem, cp.Problem)
-        start = time.perf_counter()
-        try:
-            # cvxpy warns "Solution may be inaccurate" on a time limit; the status says it.
-            with _quiet_stdout(), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                problem.solve(
-                    solver=SOLVER,
-                    time_limit=self.time_limit_s,
-                    # cvxpy's default hands HiGHS the previous solve's answer as a start;
-                    # slots are reassigned between solves, and HiGHS then returned that
-                    # start as "optimal" although a better cluster existed (found by
-                    # the property test). Every solve starts cold.
-                    warm_start=False,
-                    mip_rel_gap=0.0,
-                    mip_abs_gap=1e-12,
-                    mip_feasibility_tolerance=1e-9,
-                    primal_feasibility_tolerance=1e-9,
-                    output_flag=False,
-                )
-        except cp.error.SolverError as exc:
-            del exc  # the status says it; cvxpy's message is not for users
-            return ERROR, time.perf_counter() - start
-        return self._status(problem), time.perf_counter() - start
-
-    @staticmethod
-    def _status(problem: object) -> str:
-        status = STATUS_MAP.get(str(getattr(problem, "status", "")), ERROR)
-        if status == LIMIT_NO_INCUMBENT:
-            info = problem.solver_stats.extra_stats  # type: ignore[attr-defined]
-            # HiGHS: primal_solution_status 2 = a feasible incumbent exists.
-            if getattr(info, "primal_solution_status", 0) == 2:
-                status = LIMIT_WITH_INCUMBENT
-        return status
+        return run_highs(problem, self.time_limit_s)
 
     def remote_floor(self) -> FloatArray:
         """Per candidate, the least hourly cost of its remote side: 0 without one,

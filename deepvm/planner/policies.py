@@ -217,6 +217,10 @@ class Planner:
         archs = _architectures(policy, self.objective)
         return self.candidates.arch_mask(*archs) & self._admitted[policy == "deepvm_noscale"]
 
+    def policy_scores(self, policy: str) -> tuple[FloatArray, np.ndarray]:
+        """Per candidate, the policy's score (higher is better) and whether it may pick it."""
+        return self._scores[policy == "deepvm_noscale"], self._allowed(policy)
+
     # -- one policy, one budget ---------------------------------------------
 
     def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:

@@ -1,0 +1,629 @@
+"""Fleet planning: one exact plan for all of a team's registered jobs, which share
+the account's quotas (per region, quota group and market) and, optionally, a team
+budget (docs/ARCHITECTURE.md, "For the fleet").
+
+("Fleet" here is the team's jobs; :class:`deepvm.planner.fleet.Fleet` is one job's
+view of the instance types.)
+
+Each job's candidates come from its own planner: every cluster within the job's
+budget that the ``deepvm`` policy may pick, Tiering with every remote type that
+can host it, less the clusters another one dominates (no worse objective, no
+dearer, no more vCPUs in any quota). Pruning only the dominated keeps the result
+exact: a dominated cluster can be swapped for its dominator in any plan without
+breaking a constraint or losing value. The rest is a multiple-choice knapsack
+with several shared resources, solved by cvxpy/HiGHS:
+
+    maximise   sum_j priority_j value_jk x_jk
+    subject to sum_k x_jk <= 1                        (a job may stay unplanned)
+               sum_jk vcpus_jk[q] x_jk <= quota[q]     (every region, group, market)
+               sum_jk cost_jk x_jk <= team budget      (if there is one)
+
+``value_jk`` is the job's objective for cluster k over its solo optimum (the best it
+gets alone under its own budget and the full quotas; for objective ``cost``, solo
+expected cost over expected cost). A second solve keeps that optimum (to 1e-9
+relative) and minimises the total hourly cost. Every plan is checked against the
+quotas and budgets, by code written apart from the program, before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec
+from deepvm.errors import DeepvmError, SolverError
+from deepvm.planner import architectures as arch
+from deepvm.planner.api import Inputs, _planner, job_spec
+from deepvm.planner.candidates import TIERING, Config, cluster_words, violations
+from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
+from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.milp import OPTIMAL, run_highs
+from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
+
+# (region, quota group, market): what one quota limit counts.
+QuotaKey = tuple[str, str, str]
+# Values this close (relative) to the solo optimum count as reaching it.
+VALUE_RTOL = 1e-7
+# The second solve keeps the first one's value to this (relative) tolerance.
+LEXICOGRAPHIC_RTOL = 1e-9
+SOLVER = "cvxpy/HIGHS fleet"
+
+
+@dataclass(frozen=True)
+class FleetJob:
+    """A job of the fleet: its name, budget (USD/h) and spec; ``priority`` (> 0)
+    weighs its value; ``shared`` False: it does not run at the same time as the
+    others, so it is planned alone and not counted in the shared quotas."""
+
+    name: str
+    budget: float
+    spec: JobSpec = field(default_factory=JobSpec)
+    priority: float = 1.0
+    shared: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.priority > 0 and math.isfinite(self.priority)):
+            from deepvm.errors import ParameterError
+
+            raise ParameterError("priority", self.priority, "must be a positive number")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One job's undominated clusters within its budget: per row its cluster,
+    score (higher is better), hourly cost and vCPUs per quota key."""
+
+    configs: list[Config]
+    score: FloatArray
+    cost: FloatArray
+    usage: FloatArray  # rows x len(keys)
+    keys: list[QuotaKey]
+    considered: int  # rows before pruning
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the fleet plan gives one job, next to what it would get alone."""
+
+    scenario: str
+    priority: float
+    shared: bool
+    planned: bool
+    value: float
+    cluster: Recommendation | None
+    solo: Recommendation | None
+    binding: str | None = None
+    note: str | None = None
+    candidates: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.cluster
+        return {
+            "scenario": self.scenario,
+            "planned": self.planned,
+            "priority": self.priority,
+            "shared": self.shared,
+            "value": self.value,
+            "region": c.region if c else None,
+            "zone": c.zone if c else None,
+            "architecture": c.architecture if c else None,
+            "worker_type": c.worker_type if c else None,
+            "n_workers": c.n_workers if c else None,
+            "n_spot": c.n_spot if c else None,
+            "n_on_demand": c.n_on_demand if c else None,
+            "remote_type": c.remote_type if c else None,
+            "n_remote": c.n_remote if c else None,
+            "hourly_cost": c.hourly_cost if c else None,
+            "throughput_flops": c.throughput_flops if c else None,
+            "solo_throughput_flops": self.solo.throughput_flops if self.solo else None,
+            "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
+            "binding": self.binding,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    region: str
+    quota_group: str
+    market: str
+    vcpus: float  # what the fleet plan runs
+    quota: float  # inf: no limit
+    solo_vcpus: float  # what the jobs' solo plans together would ask for
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "quota_group": self.quota_group,
+            "market": self.market,
+            "vcpus": self.vcpus,
+            "quota": self.quota if math.isfinite(self.quota) else None,
+            "solo_vcpus": self.solo_vcpus,
+        }
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    status: str
+    objective_value: float
+    team_budget: float | None
+    jobs: list[JobPlan]
+    usage: list[QuotaUse]
+    prices_snapshot: str
+    solve_s: float = 0.0
+    variables: int = 0  # binaries in the program
+    constraints: int = 0
+
+    @property
+    def hourly_cost(self) -> float:
+        return sum(j.cluster.hourly_cost for j in self.jobs if j.planned and j.cluster)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "objective_value": self.objective_value,
+            "team_budget": self.team_budget,
+            "hourly_cost": self.hourly_cost,
+            "prices_snapshot": self.prices_snapshot,
+            "jobs": [j.as_dict() for j in self.jobs],
+            "usage": [u.as_dict() for u in self.usage],
+        }
+
+
+# --- one job's candidates -------------------------------------------------------
+
+
+def _cluster_usage(fleet: Fleet, config: Config) -> dict[QuotaKey, float]:
+    """vCPUs per quota key of one cluster, from its node roles (the check's own code)."""
+    i, a = config.worker, arch.architecture(config.architecture)
+    region = fleet.gpu_region_of(i)
+    out: dict[QuotaKey, float] = {}
+
+    def add(key: QuotaKey, vcpus: float) -> None:
+        if vcpus > 0:
+            out[key] = out.get(key, 0.0) + vcpus
+
+    add((region, fleet.gpu_group[i], "spot"), config.n_spot * float(fleet.gpu_vcpus[i]))
+    add((region, fleet.gpu_group[i], "on_demand"), config.n_on_demand * float(fleet.gpu_vcpus[i]))
+    if a.remote_tier and config.remote is not None:
+        j = config.remote
+        key = (fleet.cpu_region_of(j), fleet.cpu_group[j], "on_demand")
+        add(key, config.n_remote * float(fleet.cpu_vcpus[j]))
+    return out
+
+
+def job_options(planner: Planner, budget: float) -> JobOptions:
+    """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
+    each remote type that can host it, less the dominated ones."""
+    fleet, c = planner.fleet, planner.candidates
+    scores, allowed = planner.policy_scores("deepvm")
+    limit = float(budget_limit(budget))
+    live = np.flatnonzero(allowed & np.isfinite(scores) & (planner.least_cost <= limit))
+    worker_cost = np.nan_to_num(c.cost(fleet), nan=np.inf)
+    tier = c.architecture[live] == arch.code(TIERING)
+    plain = live[~tier]
+    cand = [plain]
+    remote = [np.full(len(plain), -1)]
+    count = [np.zeros(len(plain), dtype=np.int64)]
+    cost = [worker_cost[plain]]
+    tiered = live[tier]
+    if tiered.size and len(fleet.cpu_types):
+        k, j, m, total = _remote_options(planner, tiered, worker_cost, limit)
+        cand.append(k)
+        remote.append(j)
+        count.append(m)
+        cost.append(total)
+    k_all = np.concatenate(cand)
+    j_all = np.concatenate(remote)
+    m_all = np.concatenate(count)
+    cost_all = np.concatenate(cost)
+    if planner.objective == "cost":  # minus expected total cost: makespan x hourly cost
+        makespan = -scores[k_all] / planner.least_cost[k_all]
+        score_all = -makespan * cost_all
+    else:
+        score_all = scores[k_all]
+    configs = [
+        Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))
+        if j < 0
+        else Config(TIERING, int(c.worker[k]), int(c.n[k]), int(j), int(m))
+        for k, j, m in zip(k_all, j_all, m_all, strict=True)
+    ]
+    keys: dict[QuotaKey, int] = {}
+    cells: list[tuple[int, int, float]] = []
+    for row, config in enumerate(configs):
+        for key, vcpus in _cluster_usage(fleet, config).items():
+            cells.append((row, keys.setdefault(key, len(keys)), vcpus))
+    usage = np.zeros((len(configs), len(keys)))
+    for row, col, vcpus in cells:
+        usage[row, col] += vcpus
+    points = np.column_stack([-score_all, cost_all, usage])
+    kept = undominated(points)
+    return JobOptions(
+        [configs[r] for r in kept],
+        score_all[kept],
+        cost_all[kept],
+        usage[kept],
+        list(keys),
+        len(configs),
+    )
+
+
+def _remote_options(
+    planner: Planner, tiered: np.ndarray, worker_cost: FloatArray, limit: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, FloatArray]:
+    """Per Tiering candidate, every remote type of its region that can host it
+    within the budget (its least node count), less those another type of the same
+    quota group beats on both cost and vCPUs."""
+    fleet, c, job = planner.fleet, planner.candidates, planner.job
+    i, n = c.worker[tiered], c.n[tiered].astype(float)
+    upper = remote_upper_bounds(fleet, limit)
+    cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
+    gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)[i]
+    usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
+    need = job.remote_memory_needed_gb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        memory = np.where(need > 0, np.ceil(need / usable - 1e-9), 1.0)
+        per_worker = np.ceil(n / gpu_nsat - 1e-9)[:, None]
+        per_remote = np.ceil(n[:, None] / cpu_nsat[None, :] - 1e-9)
+        m = np.maximum(np.maximum(per_worker, per_remote), np.maximum(memory, 1.0)[None, :])
+    gpu_region = np.array([fleet.gpu_region_of(int(w)) for w in i], dtype=object)
+    cpu_region = np.array([fleet.cpu_region_of(j) for j in range(len(usable))], dtype=object)
+    total = worker_cost[tiered][:, None] + m * fleet.cpu_ondemand[None, :]
+    ok = (gpu_region[:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
+    vcpus = m * fleet.cpu_vcpus[None, :]
+    beaten = np.zeros_like(ok)
+    groups = np.array(fleet.cpu_group, dtype=object)
+    for j in range(len(usable)):
+        for other in np.flatnonzero((groups == groups[j]) & (cpu_region == cpu_region[j])):
+            if other == j:
+                continue
+            no_worse = (
+                ok[:, other] & (total[:, other] <= total[:, j]) & (vcpus[:, other] <= vcpus[:, j])
+            )
+            better = (total[:, other] < total[:, j]) | (vcpus[:, other] < vcpus[:, j]) | (other < j)
+            beaten[:, j] |= no_worse & better
+    rows, cols = np.nonzero(ok & ~beaten)
+    return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
+
+
+def undominated(points: FloatArray, chunk: int = 256) -> np.ndarray:
+    """Indices (ascending) of the rows no other row dominates, every column to be
+    minimised; of identical rows the first is kept. Rows are taken best first, so a
+    dominator always comes before what it dominates, and each block is checked
+    against the kept rows and itself."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(
+        (np.arange(len(points)), points[:, 2:].sum(axis=1), points[:, 1], points[:, 0])
+    )
+    ranked = points[order]
+    kept: list[np.ndarray] = []
+    frontier = np.zeros((0, points.shape[1]))
+    for start in range(0, len(ranked), chunk):
+        block = ranked[start : start + chunk]
+        beaten = np.zeros(len(block), dtype=bool)
+        if len(frontier):
+            beaten |= (frontier[:, None, :] <= block[None, :, :]).all(axis=2).any(axis=0)
+        earlier = np.triu(np.ones((len(block), len(block)), dtype=bool), k=1)  # a before b
+        beaten |= ((block[:, None, :] <= block[None, :, :]).all(axis=2) & earlier).any(axis=0)
+        frontier = np.vstack([frontier, block[~beaten]])
+        kept.append(order[start : start + chunk][~beaten])
+    return np.sort(np.concatenate(kept))
+
+
+# --- the fleet ------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """Working state of one job while the fleet is planned."""
+
+    job: FleetJob
+    planner: Planner | None = None
+    solo: Config | None = None
+    solo_score: float = math.nan
+    options: JobOptions | None = None
+    note: str | None = None
+
+
+def plan_fleet(
+    jobs: Sequence[FleetJob],
+    inputs: Inputs,
+    *,
+    team_budget: float | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> FleetPlan:
+    """One plan for every job (see the module docstring). A job with no feasible
+    cluster alone is unplanned, with a note saying why; a non-optimal solve (time
+    limit) gives a plan with that status and no job planned."""
+    if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
+        from deepvm.errors import ParameterError
+
+        raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
+    work = [_Job(j) for j in jobs]
+    _solo_plans(work, inputs)
+    shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
+    start = time.perf_counter()
+    status, chosen, objective, variables, constraints = _solve(
+        shared, inputs, team_budget, time_limit_s
+    )
+    solve_s = time.perf_counter() - start
+    picks: dict[str, Config | None] = {}
+    if status == OPTIMAL:
+        for w in work:
+            if not w.job.shared:
+                picks[w.job.name] = w.solo
+        picks.update(chosen)
+        _check(work, picks, inputs, team_budget)
+    plans = [_job_plan(w, picks, status, solve_s) for w in work]
+    usage = _usage(work, picks, inputs)
+    _explain(plans, work, picks, usage, team_budget, inputs)
+    snapshot = inputs.catalog.snapshot
+    return FleetPlan(
+        status,
+        objective if status == OPTIMAL else math.nan,
+        team_budget,
+        plans,
+        [
+            QuotaUse(*key, usage[key][0], _limit(inputs, key), usage[key][1])
+            for key in sorted(usage)
+        ],
+        snapshot,
+        solve_s,
+        variables,
+        constraints,
+    )
+
+
+def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
+    """Each job alone: its planner, solo optimum and candidates. Jobs with the same
+    spec share one planner (its budget cap the largest of their budgets)."""
+    fleets: dict[str, Fleet] = {}
+    planners: dict[JobSpec, Planner] = {}
+    caps: dict[JobSpec, float] = {}
+    for w in work:
+        caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
+    for w in work:
+        spec = job_spec(w.job.spec, {})
+        try:
+            if spec.workload not in fleets:
+                fleets[spec.workload] = inputs.fleet(spec.workload)
+            if spec not in planners:
+                planners[spec] = _planner(spec, fleets[spec.workload], caps[spec], None)[0]
+            planner = planners[spec]
+            w.planner = planner
+            found = planner.optimise("deepvm", w.job.budget, 1)
+            if not found:
+                w.note = str(
+                    infeasible_budget_error(
+                        planner.fleet, planner.job, w.job.budget, spec.max_nodes
+                    )
+                )
+                continue
+            w.solo = found[0][0]
+            w.solo_score = _score(planner, w.solo)
+            w.options = job_options(planner, w.job.budget)
+        except DeepvmError as exc:  # an unknown workload, say: this job only
+            w.note = str(exc)
+
+
+def _score(planner: Planner, config: Config) -> float:
+    """The planner's score (higher is better) of one cluster."""
+    c = planner.candidates
+    scores, _ = planner.policy_scores("deepvm")
+    k = int(
+        np.flatnonzero(
+            (c.architecture == arch.code(config.architecture))
+            & (c.worker == config.worker)
+            & (c.n == config.n_workers)
+        )[0]
+    )
+    if planner.objective != "cost":
+        return float(scores[k])
+    from deepvm.planner.candidates import hourly_cost
+
+    return float(scores[k] / planner.least_cost[k] * hourly_cost(planner.fleet, config))
+
+
+def _value(w: _Job, score: FloatArray | float) -> FloatArray:
+    """Score over the solo optimum's: 1 = as good as alone (cost: solo cost / cost)."""
+    s = np.asarray(score, dtype=float)
+    if w.planner is not None and w.planner.objective == "cost":
+        return w.solo_score / s
+    return s / w.solo_score
+
+
+def _solve(
+    shared: list[_Job], inputs: Inputs, team_budget: float | None, time_limit_s: float
+) -> tuple[str, dict[str, Config | None], float, int, int]:
+    """The knapsack (module docstring) over the shared jobs' candidates: status,
+    each job's cluster (None: unplanned), objective value, binaries, constraints."""
+    if not shared:
+        return OPTIMAL, {}, 0.0, 0, 0
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    keys: dict[QuotaKey, int] = {}
+    starts: list[int] = []
+    job_rows, key_rows, key_cols, key_vals, weights, costs = [], [], [], [], [], []
+    offset = 0
+    for j, w in enumerate(shared):
+        assert w.options is not None
+        o = w.options
+        rows = np.arange(offset, offset + len(o))
+        starts.append(offset)
+        job_rows.append(np.full(len(o), j))
+        weights.append(w.job.priority * _value(w, o.score))
+        costs.append(o.cost)
+        local = [keys.setdefault(key, len(keys)) for key in o.keys]
+        r, col = np.nonzero(o.usage)
+        key_rows.append(np.array(local, dtype=np.int64)[col] if len(local) else col)
+        key_cols.append(rows[r])
+        key_vals.append(o.usage[r, col])
+        offset += len(o)
+    size = offset
+    owner = np.concatenate(job_rows)
+    weight = np.concatenate(weights)
+    cost = np.concatenate(costs)
+    quota = np.array([_limit(inputs, key) for key in keys])
+    usage = sp.csr_matrix(
+        (np.concatenate(key_vals), (np.concatenate(key_rows), np.concatenate(key_cols))),
+        shape=(len(keys), size),
+    )
+    limited = np.flatnonzero(np.isfinite(quota))
+    x = cp.Variable(size, boolean=True)
+    one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(len(shared), size))
+    constraints = [one_each @ x <= 1]
+    if limited.size:
+        constraints.append(usage[limited] @ x <= quota[limited])
+    if team_budget is not None:
+        constraints.append(cost @ x <= team_budget)
+    first = cp.Problem(cp.Maximize(weight @ x), constraints)
+    status, _ = run_highs(first, time_limit_s)
+    if status != OPTIMAL or x.value is None:
+        return status, {}, math.nan, size, len(constraints)
+    best = float(weight @ np.round(x.value))
+    keep = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
+    second = cp.Problem(cp.Minimize(cost @ x), [*constraints, weight @ x >= keep])
+    status, _ = run_highs(second, time_limit_s)
+    if status != OPTIMAL or x.value is None:
+        return status, {}, math.nan, size, len(constraints) + 1
+    picked = np.round(x.value) > 0.5
+    chosen: dict[str, Config | None] = {}
+    for j, w in enumerate(shared):
+        assert w.options is not None
+        rows = np.flatnonzero(picked & (owner == j))
+        chosen[w.job.name] = w.options.configs[int(rows[0]) - starts[j]] if rows.size else None
+    return OPTIMAL, chosen, float(weight[picked].sum()), size, len(constraints) + 1
+
+
+def _limit(inputs: Inputs, key: QuotaKey) -> float:
+    region, group, market = key
+    return inputs.quotas.limit(group, market, region)
+
+
+def _check(
+    work: list[_Job],
+    picks: dict[str, Config | None],
+    inputs: Inputs,
+    team_budget: float | None,
+) -> None:
+    """The plan against every job's own model and budget, the shared quotas and the
+    team budget; a failure is a bug, raised as SolverError."""
+    broken: list[str] = []
+    used: dict[QuotaKey, float] = {}
+    total = 0.0
+    for w in work:
+        config = picks.get(w.job.name)
+        if config is None:
+            continue
+        assert w.planner is not None
+        fleet, job = w.planner.fleet, w.planner.job
+        for why in violations(fleet, job, config, w.job.budget):
+            broken.append(f"{w.job.name}: {cluster_words(fleet, config)}: {why}")
+        if w.job.shared:
+            from deepvm.planner.candidates import hourly_cost
+
+            total += hourly_cost(fleet, config)
+            for key, vcpus in _cluster_usage(fleet, config).items():
+                used[key] = used.get(key, 0.0) + vcpus
+    for key, vcpus in used.items():
+        if vcpus > _limit(inputs, key) + 1e-6:
+            broken.append(f"quota {'/'.join(key)}: {vcpus:g} vCPUs > {_limit(inputs, key):g}")
+    if team_budget is not None and total > team_budget * (1 + 1e-9) + 1e-9:
+        broken.append(f"team budget: ${total:.4f}/h > ${team_budget:g}/h")
+    if broken:
+        raise SolverError("fleet plan failed verification: " + "; ".join(broken))
+
+
+def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: float) -> JobPlan:
+    planner = w.planner
+    solo = (
+        planner.describe("deepvm", 1, w.solo, "numpy/exact", 0.0)
+        if planner is not None and w.solo is not None
+        else None
+    )
+    count = len(w.options) if w.options is not None else 0
+    config = picks.get(w.job.name)
+    note = w.note
+    if status != OPTIMAL and note is None:
+        note = f"the fleet solve ended {status}: no plan"
+    if config is None or planner is None:
+        return JobPlan(
+            w.job.name, w.job.priority, w.job.shared, False, 0.0, None, solo, None, note, count
+        )
+    cluster = planner.describe(
+        "deepvm", 1, config, SOLVER if w.job.shared else "numpy/exact", solve_s
+    )
+    value = float(_value(w, _score(planner, config)))
+    return JobPlan(
+        w.job.name, w.job.priority, w.job.shared, True, value, cluster, solo, None, note, count
+    )
+
+
+def _usage(
+    work: list[_Job], picks: dict[str, Config | None], inputs: Inputs
+) -> dict[QuotaKey, tuple[float, float]]:
+    """Per quota key the shared jobs touch: (fleet vCPUs, solo plans' vCPUs)."""
+    out: dict[QuotaKey, list[float]] = {}
+    for w in work:
+        if not w.job.shared or w.planner is None:
+            continue
+        fleet = w.planner.fleet
+        for slot, config in ((0, picks.get(w.job.name)), (1, w.solo)):
+            if config is None:
+                continue
+            for key, vcpus in _cluster_usage(fleet, config).items():
+                out.setdefault(key, [0.0, 0.0])[slot] += vcpus
+    return {key: (v[0], v[1]) for key, v in out.items()}
+
+
+def _explain(
+    plans: list[JobPlan],
+    work: list[_Job],
+    picks: dict[str, Config | None],
+    usage: dict[QuotaKey, tuple[float, float]],
+    team_budget: float | None,
+    inputs: Inputs,
+) -> None:
+    """``binding`` per job short of its solo optimum: the shared limits its solo
+    cluster would break if it replaced the job's planned cluster in this plan."""
+    total = sum(
+        p.cluster.hourly_cost for p in plans if p.planned and p.cluster is not None and p.shared
+    )
+    for k, (plan, w) in enumerate(zip(plans, work, strict=True)):
+        if not plan.shared or w.solo is None or w.planner is None:
+            continue
+        if plan.planned and plan.value >= 1 - VALUE_RTOL:
+            continue
+        fleet = w.planner.fleet
+        planned = picks.get(w.job.name)
+        mine = _cluster_usage(fleet, planned) if planned is not None else {}
+        solo = _cluster_usage(fleet, w.solo)
+        reasons = []
+        for key in sorted(solo):
+            after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]
+            if after > _limit(inputs, key) + 1e-6:
+                region, group, market = key
+                where = f" in {region}" if region else ""
+                reasons.append(f"{group} {market.replace('_', '-')} quota{where}")
+        if team_budget is not None:
+            mine_cost = plan.cluster.hourly_cost if plan.cluster is not None else 0.0
+            solo_cost = plan.solo.hourly_cost if plan.solo is not None else 0.0
+            if total - mine_cost + solo_cost > team_budget * (1 + 1e-9) + 1e-9:
+                reasons.append("team budget")
+        plans[k] = _replace(plan, binding="; ".join(reasons) or None)
+
+
+def _replace(plan: JobPlan, **changes: Any) -> JobPlan:
+    from dataclasses import replace
+
+    return replace(plan, **changes)

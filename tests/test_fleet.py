@@ -1,0 +1,250 @@
+"""Fleet planning (deepvm.planner.fleet_plan) against brute force over every
+combination of every job's feasible clusters, on small fleets with tight quotas."""
+
+import math
+
+import pandas as pd
+import pytest
+from helpers import cpu_row, gpu_row, make_inputs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deepvm.config import JobSpec
+from deepvm.planner import architectures as arch
+from deepvm.planner.api import _planner
+from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
+from deepvm.planner.exhaustive import enumerate_feasible
+from deepvm.planner.fleet_plan import FleetJob, plan_fleet, undominated
+
+MAX_NODES = 6
+ARCHS = {"throughput": DESIGN_ARCHITECTURES, "paper": (SINGLE_ANCHOR, TIERING)}
+
+
+def reference_score(fleet, config, objective):
+    """The objectives written out again, apart from the planner."""
+    i, n = config.worker, config.n_workers
+    flops = fleet.gpu_flops[i] * float(fleet.gpu_models[i]([n])[0])
+    if objective == "throughput":
+        return flops
+    p = fleet.gpu_ondemand[i] if config.architecture == ON_DEMAND else fleet.gpu_spot[i]
+    return 3600 * flops / p
+
+
+def reference_usage(fleet, config):
+    """vCPUs per (region, group, market), from the architectures' definitions."""
+    i, n = config.worker, config.n_workers
+    region = fleet.gpu_region_of(i)
+    spot = n - 1 if config.architecture == SINGLE_ANCHOR else (0 if config.architecture == ON_DEMAND else n)
+    out = {}
+    for market, count in (("spot", spot), ("on_demand", n - spot)):
+        if count:
+            key = (region, fleet.gpu_group[i], market)
+            out[key] = out.get(key, 0) + count * fleet.gpu_vcpus[i]
+    if config.remote is not None:
+        key = (fleet.cpu_region_of(config.remote), fleet.cpu_group[config.remote], "on_demand")
+        out[key] = out.get(key, 0) + config.n_remote * fleet.cpu_vcpus[config.remote]
+    return out
+
+
+def brute_force(options, priorities, quota, team_budget):
+    """Best sum of priority x value over every combination (None = unplanned), and
+    the least total cost among combinations within 1e-9 of it. Branch and bound:
+    a branch is cut only when even every remaining job at value 1 cannot reach
+    the best found."""
+    best = [-1.0, math.inf]
+    remaining = [sum(priorities[k:]) for k in range(len(options) + 1)]
+
+    def walk(k, value, cost, used):
+        if value + remaining[k] < best[0] * (1 - 1e-9) - 1e-12:
+            return
+        if k == len(options):
+            if value > best[0] * (1 + 1e-9) + 1e-12:
+                best[:] = [value, cost]
+            elif value >= best[0] * (1 - 1e-9) - 1e-12:
+                best[1] = min(best[1], cost)
+            return
+        walk(k + 1, value, cost, used)
+        for v, c, use in options[k]:
+            if team_budget is not None and cost + c > team_budget * (1 + 1e-9) + 1e-9:
+                continue
+            after = dict(used)
+            for key, vcpus in use.items():
+                after[key] = after.get(key, 0) + vcpus
+            if any(after[key] > quota(key) + 1e-9 for key in use):
+                continue
+            walk(k + 1, value + priorities[k] * v, cost + c, after)
+
+    walk(0, 0.0, 0.0, {})
+    return best
+
+
+price = st.integers(min_value=500, max_value=30000).map(lambda c: c / 10000)
+
+
+@st.composite
+def fleets(draw):
+    regions = ["r0", "r1"][: draw(st.integers(1, 2))]
+    rows, models = [], []
+    for i in range(draw(st.integers(2, 4))):
+        od = draw(price)
+        spot = round(od * draw(st.integers(20, 90)) / 100, 4)
+        rows.append(
+            gpu_row(
+                f"g{i}",
+                od,
+                spot if draw(st.integers(0, 5)) else None,
+                vcpus=draw(st.sampled_from([4, 8])),
+                gbps=draw(st.sampled_from([1.7, 10, 25])),
+                group=draw(st.sampled_from(["G", "P"])),
+                peak=draw(st.integers(1, 50)) * 1e12,
+                region=draw(st.sampled_from(regions)),
+            )
+        )
+        models.append(
+            {"instance_type": f"g{i}", "workload": "*", "model": "amdahl", "p": draw(st.floats(0.6, 1.0))}
+        )
+    for j in range(draw(st.integers(0, 2))):
+        rows.append(
+            cpu_row(
+                f"c{j}",
+                draw(price),
+                memory_gib=draw(st.sampled_from([4, 16])),
+                vcpus=draw(st.sampled_from([2, 4])),
+                group=draw(st.sampled_from(["standard", "G"])),
+                region=draw(st.sampled_from(regions)),
+            )
+        )
+    quotas = {
+        (g, m): draw(st.sampled_from([8, 16, 24, 32]))
+        for g in ("G", "P", "standard")
+        for m in ("spot", "on_demand")
+    }
+    regional = {("r1", "G", "spot"): draw(st.sampled_from([4, 8]))} if len(regions) == 2 else {}
+    overhead = pd.DataFrame(models).assign(source="test")
+    inputs = make_inputs(rows, quotas=quotas, regional=regional, overhead=overhead)
+    jobs = [
+        FleetJob(
+            f"job{k}",
+            draw(st.integers(50, 800)) / 100,
+            JobSpec(
+                objective=draw(st.sampled_from(sorted(ARCHS))),
+                checkpoint_gb=draw(st.sampled_from([0.5, 4.0])),
+                max_nodes=MAX_NODES,
+            ),
+            priority=draw(st.sampled_from([1.0, 1.0, 2.0, 3.5])),
+        )
+        for k in range(draw(st.integers(2, 4)))
+    ]
+    team_budget = draw(st.one_of(st.none(), st.integers(50, 1500).map(lambda c: c / 100)))
+    return inputs, jobs, team_budget
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets())
+def test_fleet_plan_equals_brute_force(case):
+    inputs, jobs, team_budget = case
+    plan = plan_fleet(jobs, inputs, team_budget=team_budget)
+    assert plan.status == "optimal"
+
+    options, priorities = [], []
+    for fj in jobs:
+        fleet = inputs.fleet("resnet50")
+        planner, job = _planner(fj.spec, fleet, fj.budget, None)
+        objective = fj.spec.objective
+        feasible = enumerate_feasible(
+            planner.fleet, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
+        )
+        scored = [(c, cost, reference_score(fleet, c, objective)) for c, cost in feasible]
+        solo = max((s for _, _, s in scored), default=None)
+        options.append(
+            [(s / solo, cost, reference_usage(fleet, c)) for c, cost, s in scored] if solo else []
+        )
+        priorities.append(fj.priority)
+
+    def quota(key):
+        region, group, market = key
+        return inputs.quotas.limit(group, market, region)
+
+    want_value, want_cost = brute_force(options, priorities, quota, team_budget)
+    assert plan.objective_value == pytest.approx(want_value, rel=1e-6, abs=1e-9)
+    assert plan.hourly_cost == pytest.approx(want_cost, rel=1e-6, abs=1e-6)
+    # Within quotas and budgets, counted again here.
+    used = {}
+    for fj, p in zip(jobs, plan.jobs, strict=True):
+        assert p.scenario == fj.name
+        if p.planned:
+            assert p.cluster.hourly_cost <= fj.budget * (1 + 1e-9) + 1e-9
+            assert 0 < p.value <= 1 + 1e-6
+            fleet = inputs.fleet("resnet50")
+            config = next(
+                c
+                for c, _ in enumerate_feasible(fleet, _planner(fj.spec, fleet, fj.budget, None)[1], fj.budget, architectures=ARCHS[fj.spec.objective], max_nodes=MAX_NODES)
+                if fleet.gpu_types[c.worker] == p.cluster.worker_type
+                and fleet.gpu_region_of(c.worker) == p.cluster.region
+                and c.architecture == p.cluster.architecture
+                and c.n_workers == p.cluster.n_workers
+                and (c.remote is None or fleet.cpu_types[c.remote] == p.cluster.remote_type)
+                and c.n_remote == p.cluster.n_remote
+            )
+            for key, vcpus in reference_usage(fleet, config).items():
+                used[key] = used.get(key, 0) + vcpus
+        else:
+            assert p.value == 0 and p.cluster is None
+    for key, vcpus in used.items():
+        assert vcpus <= quota(key) + 1e-9
+    for u in plan.usage:
+        assert u.vcpus == pytest.approx(used.get((u.region, u.quota_group, u.market), 0))
+    if team_budget is not None:
+        assert plan.hourly_cost <= team_budget * (1 + 1e-9) + 1e-9
+
+
+def test_undominated_keeps_exactly_the_pareto_rows():
+    points = [
+        [0, 5, 1],  # kept
+        [0, 5, 1],  # a copy of the first: dropped
+        [1, 6, 1],  # worse in everything than row 0: dropped
+        [-1, 9, 0],  # better score, dearer: kept
+        [0, 4, 2],  # cheaper, more quota: kept
+        [2, 1, 9],  # kept
+    ]
+    import numpy as np
+
+    assert list(undominated(np.array(points, dtype=float), chunk=2)) == [0, 3, 4, 5]
+
+
+def two_jobs_one_on_demand_quota():
+    """Job a fills the G on-demand quota with on-demand nodes; job b's Tiering
+    cluster is cheapest with a remote node of group G, which no longer fits."""
+    rows = [
+        gpu_row("g0", 1.0, 0.6, vcpus=4, group="G", peak=1e14),
+        gpu_row("g1", 0.5, None, vcpus=4, group="G", peak=1e14),
+        cpu_row("c-cheap", 0.05, memory_gib=16, vcpus=4, group="G"),
+        cpu_row("c-dear", 0.10, memory_gib=16, vcpus=4, group="standard"),
+    ]
+    quotas = {("G", "on_demand"): 8, ("G", "spot"): 16, ("standard", "on_demand"): 32}
+    inputs = make_inputs(rows, quotas=quotas)
+    spec = JobSpec(checkpoint_gb=0.5, max_nodes=8)
+    return inputs, [FleetJob("a", 1.0, spec), FleetJob("b", 2.0, spec)]
+
+
+def test_a_dearer_remote_in_another_quota_group_lets_both_jobs_run():
+    inputs, jobs = two_jobs_one_on_demand_quota()
+    plan = plan_fleet(jobs, inputs)
+    a, b = plan.jobs
+    assert (a.cluster.architecture, a.cluster.n_workers) == ("on_demand", 2)
+    assert b.solo.remote_type == "c-cheap"  # alone, the cheaper remote
+    assert (b.cluster.architecture, b.cluster.remote_type) == ("tiering", "c-dear")
+    assert a.value == b.value == 1 and plan.objective_value == 2
+    assert a.binding is None and b.binding is None
+    used = {(u.quota_group, u.market): (u.vcpus, u.solo_vcpus, u.quota) for u in plan.usage}
+    assert used["G", "on_demand"] == (8, 12, 8)
+
+
+def test_binding_names_the_quota_and_the_team_budget():
+    inputs, jobs = two_jobs_one_on_demand_quota()
+    plan = plan_fleet(jobs, inputs, team_budget=1.5)
+    a, b = plan.jobs
+    # $1.5/h cannot pay for both solo clusters ($1 + $1.85).
+    assert plan.hourly_cost <= 1.5 + 1e-9
+    short = [p for p in (a, b) if p.value < 1]
+    assert short and all("team budget" in p.binding for p in short)
