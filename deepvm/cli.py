@@ -42,6 +42,7 @@ FLAG_NAMES = {
     "time_limit_s": "--time-limit",
     "snapshot_date": "--date",
     "timeout_s": "--timeout",
+    "team_budget": "--team-budget",
 }
 
 
@@ -357,6 +358,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job(cmp_)
     _add_inputs(cmp_)
 
+    fl_ = sub.add_parser(
+        "fleet",
+        help="one plan for every registered job under the shared quotas",
+        description="Plan every job of the scenarios file at once: each job's best cluster "
+        "such that together they fit the account's quotas (per region, quota group and "
+        "market) and, with --team-budget, the team's hourly budget. Jobs gain priority x "
+        "(their objective over what they would get alone); a job may stay unplanned.",
+    )
+    fl_.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
+    )
+    fl_.add_argument(
+        "--team-budget",
+        type=NON_NEGATIVE,
+        metavar="USD_PER_HOUR",
+        help="the most all the jobs' clusters may cost together per hour (default: none)",
+    )
+    fl_.add_argument(
+        "--store",
+        metavar="URI",
+        help="plan on this store's newest prices, benchmarks and fits (read only; "
+        "default: $DEEPVM_STORE if set)",
+    )
+    fl_.add_argument(
+        "--time-limit",
+        type=POSITIVE,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="S",
+        help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
+    )
+    fl_.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_inputs(fl_)
+
     cat = sub.add_parser("catalog", help="list instance types and prices")
     cat.add_argument("--kind", choices=("all", "gpu", "cpu"), default="all")
     cat.add_argument("--match", metavar="TEXT", help="instance types whose name contains TEXT")
@@ -588,6 +624,13 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
     nt.add_argument(
         "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
+    )
+    nt.add_argument(
+        "--team-budget",
+        type=NON_NEGATIVE,
+        metavar="USD_PER_HOUR",
+        help="the most all the jobs' clusters may cost together per hour in the fleet "
+        "plan (default: none)",
     )
     _add_timeout(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
@@ -976,6 +1019,95 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from deepvm.errors import SolverError
+    from deepvm.planner.fleet_plan import plan_fleet
+    from deepvm.scenarios import load_scenarios
+
+    jobs = [s.fleet_job() for s in load_scenarios(args.scenarios)]
+    plan = plan_fleet(
+        jobs, _inputs(args), team_budget=args.team_budget, time_limit_s=args.time_limit
+    )
+    if plan.status != "optimal":
+        raise SolverError(
+            f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
+            f"{plan.solve_s:.1f} s without a proven optimum; raise --time-limit"
+        )
+    if args.json:
+        _print_json(plan.as_dict())
+        return 0
+    team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
+    print(
+        f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
+        f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
+    )
+    rows = []
+    for job in plan.as_dict()["jobs"]:
+        planned = job["planned"]
+        rows.append(
+            {
+                "scenario": job["scenario"],
+                "priority": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
+                "value": f"{job['value']:.3f}",
+                "region": job["region"],
+                "cluster": _cluster_text(job) if planned else "unplanned",
+                "cost": _money(job["hourly_cost"]),
+                "tflops": _tflops(job["throughput_flops"]) if planned else None,
+                "solo_cost": (
+                    f"{job['solo_hourly_cost']:.4f}"
+                    if job["solo_hourly_cost"] is not None
+                    else None
+                ),
+                "solo_tflops": (
+                    _tflops(job["solo_throughput_flops"])
+                    if job["solo_throughput_flops"] is not None
+                    else None
+                ),
+                "binding": job["binding"] or job["note"],
+            }
+        )
+    columns = [("scenario", "job"), ("priority", "priority"), ("value", "value")]
+    if len({r["region"] for r in rows if r["region"]}) > 1:
+        columns.append(("region", "region"))
+    columns += [
+        ("cluster", "cluster"),
+        ("cost", "$/h"),
+        ("tflops", "TFLOP/s"),
+        ("solo_cost", "alone $/h"),
+        ("solo_tflops", "alone TFLOP/s"),
+        ("binding", "held back by"),
+    ]
+    print(_table(rows, columns))
+    print()
+    usage = [
+        {
+            **u,
+            "where": f"{u['quota_group']} {u['market'].replace('_', '-')}"
+            + (f" in {u['region']}" if u["region"] else ""),
+            "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
+            "vcpus": f"{u['vcpus']:g}",
+            "solo_vcpus": f"{u['solo_vcpus']:g}",
+        }
+        for u in plan.as_dict()["usage"]
+    ]
+    print(
+        _table(
+            usage,
+            [
+                ("where", "quota"),
+                ("vcpus", "fleet vCPUs"),
+                ("quota", "limit"),
+                ("solo_vcpus", "vCPUs if planned alone"),
+            ],
+        )
+    )
+    return 0
+
+
+def _money(usd_per_hour: float | None) -> str | None:
+    return None if usd_per_hour is None else f"{usd_per_hour:.4f}"
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
 
@@ -1320,6 +1452,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         regions=_regions(args.regions),
         skypilot_csv=args.skypilot_csv,
         timeout_s=args.timeout,
+        team_budget=args.team_budget,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -1346,6 +1479,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                     }
                     for p in report.plans
                 ],
+                "fleet": None if report.fleet is None else report.fleet.as_dict(),
                 "changes": json.loads(report.changes.to_json(orient="records")),
             }
         )
@@ -1608,6 +1742,7 @@ COMMANDS = {
     "recommend": cmd_recommend,
     "sweep": cmd_sweep,
     "compare": cmd_compare,
+    "fleet": cmd_fleet,
     "catalog": cmd_catalog,
     "flopp": cmd_flopp,
     "workloads": cmd_workloads,

@@ -27,6 +27,7 @@ from deepvm.config import (
     DEFAULT_PRICE_TIMEOUT_S,
 )
 from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
+from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store import Store, StoreLike, check_date
 
@@ -232,6 +233,26 @@ def replan(
     return outcomes
 
 
+def plan_fleet_stage(
+    store_uri: StoreLike,
+    scenarios: Sequence[Scenario],
+    snapshot_date: str | None = None,
+    region: str | None = None,
+    team_budget: float | None = None,
+) -> FleetPlan:
+    """One plan for every registered job under the shared quotas (and the team
+    budget), on the store's newest prices; written to the ``fleet`` table."""
+    from deepvm.planner.fleet_plan import plan_fleet
+    from deepvm.results import write_fleet
+    from deepvm.store_inputs import load_inputs
+
+    date = snapshot_date or today()
+    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date)
+    plan = plan_fleet([s.fleet_job() for s in scenarios], inputs, team_budget=team_budget)
+    write_fleet(plan, store_uri, snapshot_date=date)
+    return plan
+
+
 CHANGE_COLUMNS = [
     "scenario",
     "changed",
@@ -242,23 +263,33 @@ CHANGE_COLUMNS = [
     "new_hourly_cost",
     "old_throughput_flops",
     "new_throughput_flops",
+    "value",
+    "binding",
 ]
 
 
 def _cluster(row: pd.Series) -> str:
-    text = f"{row['n_workers']} x {row['worker_type']} ({row['architecture']})"
+    if not row.get("planned", True) or pd.isna(row.get("worker_type")):
+        return "unplanned"
+    text = f"{int(row['n_workers'])} x {row['worker_type']} ({row['architecture']})"
     if isinstance(row.get("remote_type"), str):
-        text += f" + {row['n_remote']} x {row['remote_type']}"
+        text += f" + {int(row['n_remote'])} x {row['remote_type']}"
+    if isinstance(row.get("region"), str) and row["region"]:
+        text += f" in {row['region']}"
     return text
 
 
+def _number(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+
+
 def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.DataFrame:
-    """Per job: today's top ``deepvm`` recommendation against the previous snapshot's."""
+    """Per job: tonight's fleet plan against the previous night's (the ``fleet``
+    table): its cluster, cost and throughput, its value and what holds it back."""
     date = snapshot_date or today()
-    recs = Store.open(store_uri).read("recommendations")
-    top = recs[(recs["policy"] == "deepvm") & (recs["rank"] == 1)]
+    plans = Store.open(store_uri).read("fleet")
     rows = []
-    for scenario, group in top.groupby("scenario"):
+    for scenario, group in plans.groupby("scenario", sort=True):
         now = group[group["snapshot_date"] == date]
         if now.empty:
             continue
@@ -276,10 +307,12 @@ def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.
                 "previous_date": None if old is None else old["snapshot_date"],
                 "old_cluster": None if old is None else _cluster(old),
                 "new_cluster": _cluster(new),
-                "old_hourly_cost": None if old is None else float(old["hourly_cost"]),
-                "new_hourly_cost": float(new["hourly_cost"]),
-                "old_throughput_flops": None if old is None else float(old["throughput_flops"]),
-                "new_throughput_flops": float(new["throughput_flops"]),
+                "old_hourly_cost": None if old is None else _number(old["hourly_cost"]),
+                "new_hourly_cost": _number(new["hourly_cost"]),
+                "old_throughput_flops": None if old is None else _number(old["throughput_flops"]),
+                "new_throughput_flops": _number(new["throughput_flops"]),
+                "value": _number(new["value"]),
+                "binding": new["binding"] if isinstance(new["binding"], str) else None,
             }
         )
     return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
@@ -295,6 +328,7 @@ class NightlyReport:
     flopp_files: list[Path] = field(default_factory=list)
     refitted: int | None = None
     plans: list[PlanOutcome] = field(default_factory=list)
+    fleet: FleetPlan | None = None
     changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))
 
 
@@ -309,6 +343,7 @@ def nightly(
     regions: Sequence[str] | None = None,
     skypilot_csv: str | None = None,
     timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
+    team_budget: float | None = None,
 ) -> NightlyReport:
     """All stages in order, for running without Prefect. Every table's rows are
     computed first and published together at the end (one store transaction): a
@@ -331,5 +366,6 @@ def nightly(
         fits = refit_if_new(tx)
         report.refitted = None if fits is None else len(fits)
         report.plans = replan(tx, scenarios, date)
+        report.fleet = plan_fleet_stage(tx, scenarios, date, team_budget=team_budget)
         report.changes = change_report(tx, date)
     return report

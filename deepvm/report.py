@@ -10,6 +10,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from deepvm.pipeline import PriceRefresh
+    from deepvm.planner.fleet_plan import FleetPlan
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -63,7 +64,62 @@ def change_report_markdown(
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
     for column in ("old_throughput_flops", "new_throughput_flops"):
         shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v / 1e12:.2f} T")
+    if "value" in shown:
+        shown["value"] = shown["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
     changed = int(changes["changed"].sum())
-    lines.append(f"{changed} of {len(changes)} jobs' top recommendation changed.")
+    lines.append(
+        f"{changed} of {len(changes)} jobs' cluster in the fleet plan changed (value: the job's "
+        "objective over what it would get alone; binding: the shared limit holding it back)."
+    )
     lines.append(_md_table(shown))
     return "\n\n".join(lines)
+
+
+def fleet_markdown(plan: FleetPlan) -> str:
+    """A fleet plan: each job's cluster next to what it gets alone, and the shared
+    quotas' use next to what the solo plans would ask for."""
+    team = f", team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
+    lines = [
+        "# deepvm fleet plan",
+        f"Status {plan.status}; value {plan.objective_value:.4g} (the sum of each job's "
+        f"priority x its objective over what it gets alone); ${plan.hourly_cost:.4f}/h"
+        f"{team}; prices {plan.prices_snapshot}.",
+    ]
+    jobs = []
+    for j in plan.as_dict()["jobs"]:
+        cluster = "unplanned"
+        if j["planned"]:
+            cluster = f"{j['n_workers']} x {j['worker_type']} ({j['architecture']})"
+            if j["remote_type"]:
+                cluster += f" + {j['n_remote']} x {j['remote_type']}"
+        jobs.append(
+            {
+                "job": j["scenario"],
+                "priority": f"{j['priority']:g}",
+                "value": f"{j['value']:.3f}",
+                "cluster": cluster,
+                "$/h": "" if j["hourly_cost"] is None else f"{j['hourly_cost']:.4f}",
+                "alone $/h": ""
+                if j["solo_hourly_cost"] is None
+                else f"{j['solo_hourly_cost']:.4f}",
+                "held back by": j["binding"] or j["note"] or "",
+            }
+        )
+    lines.append(_md_table(pd.DataFrame(jobs)))
+    usage = [
+        {
+            "region": u["region"],
+            "quota": f"{u['quota_group']} {u['market']}",
+            "fleet vCPUs": f"{u['vcpus']:g}",
+            "limit": "none" if u["quota"] is None else f"{u['quota']:g}",
+            "if planned alone": f"{u['solo_vcpus']:g}",
+        }
+        for u in plan.as_dict()["usage"]
+    ]
+    if usage:
+        lines.append(_md_table(pd.DataFrame(usage)))
+    return "\n\n".join(lines)
+
+
+def _usd(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"

@@ -13,6 +13,7 @@ import pandas as pd
 from deepvm.errors import OutputError
 from deepvm.fitting import Fit, fits_frame
 from deepvm.planner.api import RecommendResult
+from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.store import Store, StoreLike
 
 
@@ -58,6 +59,29 @@ def write_recommendations(
     store = Store.open(store_uri)
     path = store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
     return path, df
+
+
+def fleet_frame(plan: FleetPlan, *, run_id: str, created_at: dt.datetime) -> pd.DataFrame:
+    """One row per job of a fleet plan (the ``fleet`` table's columns)."""
+    df = pd.DataFrame([j.as_dict() for j in plan.jobs])
+    df["run_id"] = run_id
+    df["created_at"] = pd.Timestamp(created_at)
+    df["status"] = plan.status
+    df["objective_value"] = plan.objective_value
+    df["team_budget"] = plan.team_budget
+    df["prices_snapshot"] = plan.prices_snapshot
+    return df
+
+
+def write_fleet(
+    plan: FleetPlan, store_uri: StoreLike, *, snapshot_date: str | None = None
+) -> tuple[Path, pd.DataFrame]:
+    """Write a fleet plan as ``fleet/snapshot_date=D/part-fleet.parquet``; a re-run of
+    the date replaces it."""
+    now = dt.datetime.now(dt.UTC)
+    df = fleet_frame(plan, run_id=uuid.uuid4().hex, created_at=now)
+    store = Store.open(store_uri)
+    return store.write("fleet", df, partition=snapshot_date or today_utc(), name="fleet"), df
 
 
 def write_flopp(

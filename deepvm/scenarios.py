@@ -11,6 +11,7 @@ from deepvm._datasets import dataset_path
 from deepvm.config import JOB_OPTIONS, JobSpec
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH, file_safe
+from deepvm.planner.fleet_plan import FleetJob
 from deepvm.workloads import WORKLOADS
 
 REQUIRED = ("name", "workload", "budget")
@@ -19,6 +20,9 @@ _KEYS = {"work_flops": "total_work", "deadline_h": "deadline_hours"}
 _FIELDS = {v: k for k, v in _KEYS.items()}
 # Every job option by its file name: adding a JobSpec field adds a key.
 OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
+# How the job sits in the team's fleet (deepvm.planner.fleet_plan): its weight, and
+# whether it runs at the same time as the others (sharing their quotas).
+FLEET_KEYS = ("priority", "fleet")
 
 
 def scenario_key(param: str) -> str:
@@ -28,11 +32,18 @@ def scenario_key(param: str) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A registered job: its name (a store file name), its budget and its spec."""
+    """A registered job: its name (a store file name), its budget and its spec;
+    ``priority`` weighs it in the fleet plan, and ``fleet`` False plans it alone
+    (it does not run at the same time as the others)."""
 
     name: str
     budget: float
     spec: JobSpec = field(default_factory=JobSpec)
+    priority: float = 1.0
+    fleet: bool = True
+
+    def fleet_job(self) -> FleetJob:
+        return FleetJob(self.name, self.budget, self.spec, self.priority, shared=self.fleet)
 
 
 def default_scenarios_path() -> Path:
@@ -80,7 +91,7 @@ def _scenario(job: object, label: str) -> Scenario:
     missing = [k for k in REQUIRED if k not in job]
     if missing:
         raise InputError(f"{label}: missing {', '.join(missing)}")
-    unknown = sorted(set(job) - set(REQUIRED) - set(OPTIONAL))
+    unknown = sorted(set(job) - set(REQUIRED) - set(OPTIONAL) - set(FLEET_KEYS))
     if unknown:
         raise InputError(f"{label}: unknown key(s) {', '.join(unknown)}")
     name = job["name"]
@@ -98,8 +109,20 @@ def _scenario(job: object, label: str) -> Scenario:
     budget = job["budget"]
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:
         raise InputError(f"{label}: budget={budget!r} must be a positive number of USD per hour")
+    priority = job.get("priority", 1.0)
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int | float)
+        or not (0 < priority < math.inf)
+    ):
+        raise InputError(f"{label}: priority={priority!r} must be a positive number")
+    shared = job.get("fleet", True)
+    if not isinstance(shared, bool):
+        raise InputError(f"{label}: fleet={shared!r} must be true or false")
     options: dict[str, object] = {
-        _FIELDS.get(str(k), str(k)): v for k, v in job.items() if k not in REQUIRED
+        _FIELDS.get(str(k), str(k)): v
+        for k, v in job.items()
+        if k not in REQUIRED and k not in FLEET_KEYS
     }
     policies = options.get("policies", ("all",))  # a registered job shows every policy
     options["policies"] = tuple(policies) if isinstance(policies, list | tuple) else policies
@@ -109,4 +132,4 @@ def _scenario(job: object, label: str) -> Scenario:
         raise InputError(f"{label}: {exc.render(scenario_key)}") from None
     if spec.objective == "cost" and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
-    return Scenario(name=name.strip(), budget=float(budget), spec=spec)
+    return Scenario(name.strip(), float(budget), spec, float(priority), shared)

@@ -224,6 +224,40 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
             ]
         ),
     ),
+    # One plan for all registered jobs under the shared quotas (deepvm.planner.fleet_plan).
+    "fleet": (
+        "snapshot_date",
+        pa.schema(
+            [
+                ("run_id", pa.string()),
+                ("created_at", _ts),
+                ("status", pa.string()),
+                ("objective_value", pa.float64()),
+                ("team_budget", pa.float64()),
+                ("scenario", pa.string()),
+                ("planned", pa.bool_()),
+                ("priority", pa.float64()),
+                ("shared", pa.bool_()),
+                ("value", pa.float64()),
+                ("region", pa.string()),
+                ("zone", pa.string()),
+                ("architecture", pa.string()),
+                ("worker_type", pa.string()),
+                ("n_workers", pa.int64()),
+                ("n_spot", pa.int64()),
+                ("n_on_demand", pa.int64()),
+                ("remote_type", pa.string()),
+                ("n_remote", pa.int64()),
+                ("hourly_cost", pa.float64()),
+                ("throughput_flops", pa.float64()),
+                ("solo_throughput_flops", pa.float64()),
+                ("solo_hourly_cost", pa.float64()),
+                ("binding", pa.string()),
+                ("note", pa.string()),
+                ("prices_snapshot", pa.string()),
+            ]
+        ),
+    ),
 }
 
 # Names that become file names: what a writer names its file (a scenario, an
@@ -598,7 +632,11 @@ TABLE_DOCS = {
     "checkpoint_transfer": "checkpoint transfer measurements (for the saturation model)",
     "overhead_models": "every fitted speedup model per group; `params` is JSON",
     "flopp": "FLOP per USD per instance type, workload and market",
-    "recommendations": "ranked clusters per job (`scenario`), policy and snapshot",
+    "recommendations": "each job's own ranked clusters (`scenario`, planned alone), per "
+    "policy and snapshot",
+    "fleet": "one plan for all registered jobs under the shared quotas and team budget: "
+    "per job its cluster, `value` (its objective over what it gets alone), what binds it, "
+    "and its solo cluster's cost and throughput",
 }
 
 

@@ -73,7 +73,14 @@ def catalog_from_store(
             "`deepvm nightly` or the refresh-prices flow first"
         )
     if snapshot_date is not None:
+        first = str(prices["snapshot_date"].min())
         prices = prices[prices["snapshot_date"] <= snapshot_date]
+        if prices.empty:
+            raise InputError(
+                f"store {str(store_uri)!r} has no prices on or before {snapshot_date}; its "
+                f"first snapshot is of {first}: plan on a later date or refresh prices "
+                f"for {snapshot_date}"
+            )
     newest = prices["snapshot_date"].max()
     snap = prices[prices["snapshot_date"] == newest]
     label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")

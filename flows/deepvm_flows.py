@@ -23,8 +23,9 @@ from pydantic import Field
 from deepvm import pipeline
 from deepvm.config import JobSpec
 from deepvm.errors import ParameterError
+from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.planner.policies import POLICIES
-from deepvm.report import change_report_markdown, recommendations_markdown
+from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store import Store, StoreLike, store_root
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
@@ -41,6 +42,14 @@ DateText = Annotated[
     Field(
         pattern=r"^\d{4}-\d{2}-\d{2}$",
         description="snapshot date, YYYY-MM-DD (default: today, UTC)",
+    ),
+]
+TeamBudget = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        allow_inf_nan=False,
+        description="the most all jobs' clusters may cost together, USD/h (default: none)",
     ),
 ]
 PETA = 1e15
@@ -124,6 +133,16 @@ def replan_task(
 @task(name="plan-job", cache_policy=NO_CACHE)
 def plan_job_task(store: StoreLike, job: Scenario) -> pipeline.PlanOutcome:
     return pipeline.replan(store, [job])[0]
+
+
+@task(name="plan-fleet", cache_policy=NO_CACHE)
+def plan_fleet_task(
+    store: StoreLike,
+    jobs: list[Scenario],
+    snapshot_date: str | None,
+    team_budget: float | None = None,
+) -> FleetPlan:
+    return pipeline.plan_fleet_stage(store, jobs, snapshot_date, team_budget=team_budget)
 
 
 @task(name="change-report", cache_policy=NO_CACHE)
@@ -331,10 +350,12 @@ def nightly(
     price_timeout_s: Annotated[
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
+    team_budget: TeamBudget = None,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
-    registered job -> change report (artifact). Every table's rows are staged and
-    published together when all tasks succeeded: a failed night changes nothing.
+    registered job -> one fleet plan for all of them under the shared quotas ->
+    change report (artifact). Every table's rows are staged and published together
+    when all tasks succeeded: a failed night changes nothing.
 
     Args:
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
@@ -343,6 +364,7 @@ def nightly(
         price_regions: regions to fetch; every region is planned.
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
+        team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
     """
     from deepvm.scenarios import load_scenarios
 
@@ -363,6 +385,7 @@ def nightly(
             compute_flopp_task(tx, [j.spec.workload for j in jobs], date)
             refitted = refit_task(tx)
             plans = replan_task(tx, jobs, date)
+            fleet_plan = cast(FleetPlan, plan_fleet_task(tx, jobs, date, team_budget))
             changes = cast(pd.DataFrame, change_report_task(tx, date))
     for p in plans:
         if p.error:
@@ -386,7 +409,53 @@ def nightly(
         "planned": [p.scenario for p in plans if p.error is None],
         "failed": {p.scenario: p.error for p in plans if p.error},
         "changed": changes[changes["changed"]]["scenario"].tolist(),
+        "fleet_status": fleet_plan.status,
+        "unplanned": [j.scenario for j in fleet_plan.jobs if not j.planned],
     }
+
+
+@flow(name="fleet", log_prints=True)
+def fleet(
+    scenarios_path: Annotated[
+        str | None, Field(description="registered jobs (TOML); default: the shipped file")
+    ] = None,
+    team_budget: TeamBudget = None,
+    store: StoreUri = None,
+    snapshot_date: DateText = None,
+) -> dict[str, object]:
+    """One plan for every registered job under the account's shared quotas (and a
+    team budget), on the store's newest prices; written to the store's ``fleet``
+    table and published as an artifact.
+
+    Args:
+        scenarios_path: registered jobs (TOML); default: the shipped file.
+        team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+        snapshot_date: plan on the prices of this date or before, YYYY-MM-DD (default: today).
+    """
+    from deepvm.scenarios import load_scenarios
+
+    uri = _store(store)
+    date = snapshot_date or pipeline.today()
+    with _flow_names():
+        jobs = load_scenarios(scenarios_path)
+        if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
+            refresh_prices_task(uri, "snapshot", date)
+        plan = cast(FleetPlan, plan_fleet_task(uri, jobs, date, team_budget))
+    create_markdown_artifact(
+        key="deepvm-fleet",
+        markdown=fleet_markdown(plan),
+        description=f"deepvm fleet plan {date}",
+    )
+    get_run_logger().info(
+        "fleet %s: %s, %d of %d jobs planned, $%.4f/h",
+        date,
+        plan.status,
+        sum(j.planned for j in plan.jobs),
+        len(plan.jobs),
+        plan.hourly_cost,
+    )
+    return plan.as_dict()
 
 
 if __name__ == "__main__":
@@ -397,5 +466,6 @@ if __name__ == "__main__":
         "recommend": recommend,
         "fit-overhead": fit_overhead,
         "benchmark": benchmark,
+        "fleet": fleet,
     }
     print(flows[name](store=os.environ.get("DEEPVM_STORE")))

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepvm.config import JobSpec
-from deepvm.planner import architectures as arch
 from deepvm.planner.api import _planner
 from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
 from deepvm.planner.exhaustive import enumerate_feasible
@@ -34,7 +33,11 @@ def reference_usage(fleet, config):
     """vCPUs per (region, group, market), from the architectures' definitions."""
     i, n = config.worker, config.n_workers
     region = fleet.gpu_region_of(i)
-    spot = n - 1 if config.architecture == SINGLE_ANCHOR else (0 if config.architecture == ON_DEMAND else n)
+    spot = (
+        n - 1
+        if config.architecture == SINGLE_ANCHOR
+        else (0 if config.architecture == ON_DEMAND else n)
+    )
     out = {}
     for market, count in (("spot", spot), ("on_demand", n - spot)):
         if count:
@@ -101,7 +104,12 @@ def fleets(draw):
             )
         )
         models.append(
-            {"instance_type": f"g{i}", "workload": "*", "model": "amdahl", "p": draw(st.floats(0.6, 1.0))}
+            {
+                "instance_type": f"g{i}",
+                "workload": "*",
+                "model": "amdahl",
+                "p": draw(st.floats(0.6, 1.0)),
+            }
         )
     for j in range(draw(st.integers(0, 2))):
         rows.append(
@@ -146,7 +154,7 @@ def test_fleet_plan_equals_brute_force(case):
     plan = plan_fleet(jobs, inputs, team_budget=team_budget)
     assert plan.status == "optimal"
 
-    options, priorities = [], []
+    options, priorities, feasible_of = [], [], []
     for fj in jobs:
         fleet = inputs.fleet("resnet50")
         planner, job = _planner(fj.spec, fleet, fj.budget, None)
@@ -154,6 +162,7 @@ def test_fleet_plan_equals_brute_force(case):
         feasible = enumerate_feasible(
             planner.fleet, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
         )
+        feasible_of.append(feasible)
         scored = [(c, cost, reference_score(fleet, c, objective)) for c, cost in feasible]
         solo = max((s for _, _, s in scored), default=None)
         options.append(
@@ -170,7 +179,7 @@ def test_fleet_plan_equals_brute_force(case):
     assert plan.hourly_cost == pytest.approx(want_cost, rel=1e-6, abs=1e-6)
     # Within quotas and budgets, counted again here.
     used = {}
-    for fj, p in zip(jobs, plan.jobs, strict=True):
+    for fj, p, feasible in zip(jobs, plan.jobs, feasible_of, strict=True):
         assert p.scenario == fj.name
         if p.planned:
             assert p.cluster.hourly_cost <= fj.budget * (1 + 1e-9) + 1e-9
@@ -178,7 +187,7 @@ def test_fleet_plan_equals_brute_force(case):
             fleet = inputs.fleet("resnet50")
             config = next(
                 c
-                for c, _ in enumerate_feasible(fleet, _planner(fj.spec, fleet, fj.budget, None)[1], fj.budget, architectures=ARCHS[fj.spec.objective], max_nodes=MAX_NODES)
+                for c, _ in feasible
                 if fleet.gpu_types[c.worker] == p.cluster.worker_type
                 and fleet.gpu_region_of(c.worker) == p.cluster.region
                 and c.architecture == p.cluster.architecture
@@ -248,3 +257,119 @@ def test_binding_names_the_quota_and_the_team_budget():
     assert plan.hourly_cost <= 1.5 + 1e-9
     short = [p for p in (a, b) if p.value < 1]
     assert short and all("team budget" in p.binding for p in short)
+
+
+# --- the command, the scenarios file -----------------------------------------------
+
+JOB_KEYS = {
+    "scenario", "planned", "priority", "shared", "value", "region", "zone", "architecture",
+    "worker_type", "n_workers", "n_spot", "n_on_demand", "remote_type", "n_remote",
+    "hourly_cost", "throughput_flops", "solo_throughput_flops", "solo_hourly_cost", "binding",
+    "note",
+}  # fmt: skip
+
+
+def fleet_json(capsys, *argv):
+    import json
+
+    from deepvm.cli import main
+
+    assert main(["fleet", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fleet_json_contract_on_the_shipped_jobs(capsys):
+    out = fleet_json(capsys)
+    assert out["status"] == "optimal" and out["team_budget"] is None
+    assert {j["scenario"] for j in out["jobs"]} == {
+        "resnet50-3usd", "gpt2-6usd", "bert-paper-10usd", "resnet50-90-epochs-by-deadline",
+    }  # fmt: skip
+    for job in out["jobs"]:
+        assert set(job) == JOB_KEYS
+        assert job["planned"] and 0 < job["value"] <= 1 + 1e-6
+    usage = {(u["quota_group"], u["market"]): u for u in out["usage"]}
+    g_spot = usage["G", "spot"]
+    # Alone the jobs would ask for more G spot vCPUs than the account has; together they fit.
+    assert g_spot["solo_vcpus"] > g_spot["quota"] == 128 >= g_spot["vcpus"]
+    assert out["objective_value"] == pytest.approx(sum(j["value"] for j in out["jobs"]))
+    held = [j for j in out["jobs"] if j["value"] < 1 - 1e-6]
+    assert held and all(j["binding"] == "G spot quota in us-east-1" for j in held)
+
+
+def test_team_budget_and_table(capsys):
+    from deepvm.cli import main
+
+    out = fleet_json(capsys, "--team-budget", "4")
+    assert out["team_budget"] == 4 and out["hourly_cost"] <= 4 + 1e-9
+    assert any("team budget" in (j["binding"] or "") for j in out["jobs"])
+    assert main(["fleet", "--team-budget", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "held back by" in text and "G spot in us-east-1" in text and "team budget" in text
+
+
+def test_priority_and_jobs_that_run_alone(tmp_path, capsys):
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[[job]]\nname = "big"\nworkload = "resnet50"\nbudget = 6\n\n'
+        '[[job]]\nname = "vip"\nworkload = "gpt2"\nbudget = 6\npriority = 10\n\n'
+        '[[job]]\nname = "later"\nworkload = "bert-base"\nbudget = 6\nfleet = false\n'
+    )
+    out = fleet_json(capsys, "--scenarios", str(jobs))
+    by = {j["scenario"]: j for j in out["jobs"]}
+    assert by["vip"]["value"] == pytest.approx(1) and by["vip"]["priority"] == 10
+    assert by["big"]["value"] < 1 and by["big"]["binding"]
+    # planned alone: as good as alone, and not counted in the shared quotas
+    later = by["later"]
+    assert not later["shared"] and later["value"] == 1 and later["binding"] is None
+    g_spot = next(u for u in out["usage"] if (u["quota_group"], u["market"]) == ("G", "spot"))
+    shared_spot = sum(
+        j["n_spot"] * 4 for j in out["jobs"] if j["shared"] and j["worker_type"] == "g4dn.xlarge"
+    )
+    assert g_spot["vcpus"] <= 128 and g_spot["vcpus"] >= shared_spot
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("priority = 0", "priority=0 must be a positive number"),
+        ('priority = "high"', "priority='high' must be a positive number"),
+        ('fleet = "no"', "fleet='no' must be true or false"),
+    ],
+)
+def test_bad_fleet_keys_are_named(tmp_path, capsys, entry, message):
+    from deepvm.cli import main
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(f'[[job]]\nname = "a"\nworkload = "resnet50"\nbudget = 3\n{entry}\n')
+    assert main(["fleet", "--scenarios", str(jobs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "job 1 (a)" in err
+
+
+def test_a_job_that_cannot_run_alone_is_unplanned_with_a_note(tmp_path, capsys):
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[[job]]\nname = "ok"\nworkload = "resnet50"\nbudget = 3\n\n'
+        '[[job]]\nname = "poor"\nworkload = "resnet50"\nbudget = 0.05\n'
+    )
+    out = fleet_json(capsys, "--scenarios", str(jobs))
+    poor = next(j for j in out["jobs"] if j["scenario"] == "poor")
+    assert not poor["planned"] and poor["value"] == 0 and poor["worker_type"] is None
+    assert "below the cheapest feasible cluster" in poor["note"]
+
+
+def test_negative_team_budget_is_a_usage_error(capsys):
+    from deepvm.cli import main
+
+    assert main(["fleet", "--team-budget", "-1"]) == 2
+    assert "--team-budget" in capsys.readouterr().err
+
+
+def test_no_prices_on_or_before_the_date_is_named(tmp_path):
+    from deepvm.errors import InputError
+    from deepvm.pipeline import refresh_prices
+    from deepvm.store_inputs import catalog_from_store
+
+    refresh_prices(str(tmp_path), "snapshot", snapshot_date="2026-12-02")
+    with pytest.raises(InputError, match="no prices on or before 2026-12-01; its first snapshot"):
+        catalog_from_store(str(tmp_path), "2026-12-01")

@@ -30,7 +30,7 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     capsys.readouterr()
     recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
     assert not recs.duplicated(["snapshot_date", "scenario", "policy", "rank"]).any()
-    # a cheaper g4dn spot price the next day changes the resnet50 job's answer
+    # a cheaper g4dn spot price the next day changes the fleet plan
     cheaper = (
         (ROOT / "datasets" / "catalog-aws-us-east-1.csv")
         .read_text()
@@ -47,9 +47,17 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "change report" in text
     changes = change_report(store, "2026-12-02").set_index("scenario")
-    row = changes.loc["resnet50-3usd"]
-    assert row["changed"] and row["previous_date"] == "2026-12-01"
-    assert row["new_throughput_flops"] > row["old_throughput_flops"]
+    assert (changes["previous_date"] == "2026-12-01").all()
+    # The cost-objective job moves onto the cheaper g4dn; its cost falls.
+    row = changes.loc["resnet50-90-epochs-by-deadline"]
+    assert row["changed"] and "g4dn.xlarge" in row["new_cluster"]
+    assert row["new_hourly_cost"] < row["old_hourly_cost"]
+    # The report compares the fleet plans the nights wrote.
+    fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
+    assert sorted(fleet["snapshot_date"].astype(str).unique()) == ["2026-12-01", "2026-12-02"]
+    tonight = fleet[fleet["snapshot_date"].astype(str) == "2026-12-02"].set_index("scenario")
+    assert set(tonight.index) == set(changes.index)
+    assert (tonight["hourly_cost"] == changes["new_hourly_cost"].reindex(tonight.index)).all()
 
 
 def test_nightly_reports_a_job_that_cannot_be_planned(tmp_path, capsys):

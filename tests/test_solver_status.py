@@ -13,7 +13,7 @@ from deepvm.planner.milp import (
     LIMIT_NO_INCUMBENT,
     LIMIT_WITH_INCUMBENT,
     OPTIMAL,
-    ClusterMILP,
+    solve_status,
 )
 from deepvm.planner.policies import Planner
 
@@ -37,7 +37,7 @@ def fake(status, primal_solution_status=0):
     ],
 )
 def test_status_map(cvxpy_status, primal, ours):
-    assert ClusterMILP._status(fake(cvxpy_status, primal)) == ours
+    assert solve_status(fake(cvxpy_status, primal)) == ours
 
 
 def test_time_limit_gives_no_values_and_a_clear_error(capsys):

@@ -73,7 +73,7 @@ STATUS_MAP = {
     "optimal": OPTIMAL,
     "infeasible": INFEASIBLE,
     "infeasible_or_unbounded": INFEASIBLE,
-    "user_limit": LIMIT_NO_INCUMBENT,  # refined from HiGHS's info, see _status()
+    "user_limit": LIMIT_NO_INCUMBENT,  # refined from HiGHS's info, see solve_status()
     "optimal_inaccurate": ERROR,
     "infeasible_inaccurate": ERROR,
     "unbounded": ERROR,
@@ -137,10 +137,11 @@ def run_highs(problem: object, time_limit_s: float) -> tuple[str, float]:
     except cp.error.SolverError as exc:
         del exc  # the status says it; cvxpy's message is not for users
         return ERROR, time.perf_counter() - start
-    return _status(problem), time.perf_counter() - start
+    return solve_status(problem), time.perf_counter() - start
 
 
-def _status(problem: object) -> str:
+def solve_status(problem: object) -> str:
+    """The planner status of a solved cvxpy problem (see STATUS_MAP)."""
     status = STATUS_MAP.get(str(getattr(problem, "status", "")), ERROR)
     if status == LIMIT_NO_INCUMBENT:
         info = problem.solver_stats.extra_stats  # type: ignore[attr-defined]

@@ -158,6 +158,7 @@ def test_deployments_exist_with_schedule(server):
         ("recommend", "recommend"),
         ("benchmark", "benchmark"),
         ("refresh-prices", "refresh-prices"),
+        ("fleet", "fleet"),
     ):
         dep = call("GET", f"{api}/deployments/name/{flow}/{name}").json()
         assert dep["work_pool_name"] == "deepvm-process" and dep["schedules"] == []
@@ -202,3 +203,7 @@ def test_recommend_and_nightly_through_the_api(server):
         json={"artifacts": {"key": {"any_": ["deepvm-nightly-changes"]}}},
     ).json()
     assert artifacts and "change report" in artifacts[0]["data"]
+    fleet = duckdb.sql(
+        f"select * from '{store}/fleet/**/*.parquet' where snapshot_date = '2026-12-01'"
+    ).df()
+    assert set(fleet["scenario"]) == {j.name for j in load_scenarios()}

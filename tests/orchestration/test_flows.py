@@ -180,3 +180,38 @@ def test_work_in_pflop_survives_the_form_and_errors_name_flow_fields(tmp_path):
     assert recs[0]["work_flops"] == pytest.approx(2e18)
     with pytest.raises(ValueError, match="deadline_hours 5 applies to objective cost"):
         f.recommend(budget=3.0, deadline_hours=5, store=str(tmp_path))
+
+
+def test_nightly_writes_one_fleet_plan_within_the_shared_quotas(tmp_path):
+    store = str(tmp_path)
+    out = f.nightly(store=store, snapshot_date="2026-12-01", team_budget=9.0)
+    assert out["fleet_status"] == "optimal"
+    fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
+    assert len(fleet) == 4 and set(fleet["status"]) == {"optimal"}
+    assert fleet["hourly_cost"].fillna(0).sum() <= 9.0 + 1e-9
+    # The shipped quotas: 128 G spot vCPUs in us-east-1, which the solo plans overrun.
+    spot = (fleet["n_spot"].fillna(0) * 4).where(fleet["worker_type"] == "g4dn.xlarge", 0)
+    assert spot.sum() <= 128
+
+
+def test_fleet_flow_publishes_an_artifact(tmp_path):
+    from prefect.client.orchestration import get_client
+
+    plan = f.fleet(store=str(tmp_path), team_budget=6.0, snapshot_date="2026-12-01")
+    assert plan["status"] == "optimal" and plan["hourly_cost"] <= 6.0 + 1e-9
+    assert plan["jobs"][0]["scenario"] == "resnet50-3usd"
+    assert any(j["binding"] for j in plan["jobs"])  # $6/h cannot pay for every solo plan
+
+    async def artifact():
+        async with get_client() as client:
+            from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+            found = await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["deepvm-fleet"]))
+            )
+            return found[0].data
+
+    import asyncio
+
+    text = asyncio.run(artifact())
+    assert "# deepvm fleet plan" in text and "resnet50-3usd" in text
