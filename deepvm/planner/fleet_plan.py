@@ -88,6 +88,16 @@ class JobOptions:
     def __len__(self) -> int:
         return len(self.configs)
 
+    def take(self, rows: np.ndarray) -> JobOptions:
+        return JobOptions(
+            [self.configs[r] for r in rows],
+            self.score[rows],
+            self.cost[rows],
+            self.usage[rows],
+            self.keys,
+            self.considered,
+        )
+
 
 @dataclass(frozen=True)
 class JobPlan:
@@ -102,7 +112,8 @@ class JobPlan:
     solo: Recommendation | None
     binding: str | None = None
     note: str | None = None
-    candidates: int = 0
+    candidates: int = 0  # clusters left for the fleet program after pruning
+    considered: int = 0  # clusters within the job's budget before pruning
 
     def as_dict(self) -> dict[str, Any]:
         c = self.cluster
@@ -200,59 +211,117 @@ def _cluster_usage(fleet: Fleet, config: Config) -> dict[QuotaKey, float]:
     return out
 
 
-def job_options(planner: Planner, budget: float) -> JobOptions:
-    """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
-    each remote type that can host it, less the dominated ones."""
+@dataclass(frozen=True)
+class _Rows:
+    """Every cluster of one planner within its budget cap (see job_options), as
+    arrays: candidate, remote type (-1: none) and count, hourly cost, score, and
+    vCPUs per quota key (``keys``, the usage matrix's columns)."""
+
+    candidate: np.ndarray
+    remote: np.ndarray
+    count: np.ndarray
+    cost: FloatArray
+    score: FloatArray
+    usage: FloatArray
+    keys: list[QuotaKey]
+
+
+def planner_rows(planner: Planner) -> _Rows:
+    """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
     fleet, c = planner.fleet, planner.candidates
     scores, allowed = planner.policy_scores("deepvm")
-    limit = float(budget_limit(budget))
-    live = np.flatnonzero(allowed & np.isfinite(scores) & (planner.least_cost <= limit))
+    live = np.flatnonzero(allowed & np.isfinite(scores) & np.isfinite(planner.least_cost))
     worker_cost = np.nan_to_num(c.cost(fleet), nan=np.inf)
     tier = c.architecture[live] == arch.code(TIERING)
     plain = live[~tier]
-    cand = [plain]
-    remote = [np.full(len(plain), -1)]
-    count = [np.zeros(len(plain), dtype=np.int64)]
-    cost = [worker_cost[plain]]
+    cand, remote, count, cost = (
+        [plain],
+        [np.full(len(plain), -1)],
+        [np.zeros(len(plain))],
+        [worker_cost[plain]],
+    )
     tiered = live[tier]
     if tiered.size and len(fleet.cpu_types):
-        k, j, m, total = _remote_options(planner, tiered, worker_cost, limit)
+        k, j, m, total = _remote_options(planner, tiered, worker_cost, math.inf)
         cand.append(k)
         remote.append(j)
         count.append(m)
         cost.append(total)
-    k_all = np.concatenate(cand)
-    j_all = np.concatenate(remote)
-    m_all = np.concatenate(count)
+    k_all = np.concatenate(cand).astype(np.int64)
+    j_all = np.concatenate(remote).astype(np.int64)
+    m_all = np.concatenate(count).astype(np.int64)
     cost_all = np.concatenate(cost)
     if planner.objective == "cost":  # minus expected total cost: makespan x hourly cost
         makespan = -scores[k_all] / planner.least_cost[k_all]
         score_all = -makespan * cost_all
     else:
         score_all = scores[k_all]
+    usage, keys = _usage_matrix(fleet, c, k_all, j_all, m_all)
+    return _Rows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
+
+
+def _usage_matrix(
+    fleet: Fleet, c: Any, k: np.ndarray, j: np.ndarray, m: np.ndarray
+) -> tuple[FloatArray, list[QuotaKey]]:
+    """vCPUs per quota key of every row, from the architectures' node roles."""
+    worker, n, codes = c.worker[k], c.n[k].astype(float), c.architecture[k]
+    spot = np.zeros(len(k))
+    for code, a in enumerate(arch.REGISTRY):
+        at = codes == code
+        spot[at] = a.n_spot(n[at])
+    vcpus = fleet.gpu_vcpus[worker]
+    keys: dict[QuotaKey, int] = {}
+
+    def key_ids(regions: Sequence[str], groups: Sequence[str], market: str) -> np.ndarray:
+        return np.array(
+            [
+                keys.setdefault((r, g, market), len(keys))
+                for r, g in zip(regions, groups, strict=True)
+            ],
+            dtype=np.int64,
+        )
+
+    gpu_regions = [fleet.gpu_region_of(i) for i in range(len(fleet.gpu_types))]
+    cpu_regions = [fleet.cpu_region_of(i) for i in range(len(fleet.cpu_types))]
+    spot_key = key_ids(gpu_regions, fleet.gpu_group, "spot")
+    od_key = key_ids(gpu_regions, fleet.gpu_group, "on_demand")
+    cpu_key = key_ids(cpu_regions, fleet.cpu_group, "on_demand")
+    usage = np.zeros((len(k), len(keys)))
+    rows = np.arange(len(k))
+    np.add.at(usage, (rows, spot_key[worker]), spot * vcpus)
+    np.add.at(usage, (rows, od_key[worker]), (n - spot) * vcpus)
+    remote = np.flatnonzero(j >= 0)
+    if remote.size:
+        np.add.at(usage, (remote, cpu_key[j[remote]]), m[remote] * fleet.cpu_vcpus[j[remote]])
+    used = np.flatnonzero(usage.any(axis=0))
+    names = list(keys)
+    return usage[:, used], [names[u] for u in used]
+
+
+def job_options(planner: Planner, budget: float, every: _Rows | None = None) -> JobOptions:
+    """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
+    each remote type that can host it, less the dominated ones. ``every``: the
+    planner's rows (planner_rows), when jobs of one spec share them."""
+    every = every if every is not None else planner_rows(planner)
+    within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
+    points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
+    kept = within[undominated(points)]
+    c = planner.candidates
     configs = [
         Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))
         if j < 0
         else Config(TIERING, int(c.worker[k]), int(c.n[k]), int(j), int(m))
-        for k, j, m in zip(k_all, j_all, m_all, strict=True)
+        for k, j, m in zip(
+            every.candidate[kept], every.remote[kept], every.count[kept], strict=True
+        )
     ]
-    keys: dict[QuotaKey, int] = {}
-    cells: list[tuple[int, int, float]] = []
-    for row, config in enumerate(configs):
-        for key, vcpus in _cluster_usage(fleet, config).items():
-            cells.append((row, keys.setdefault(key, len(keys)), vcpus))
-    usage = np.zeros((len(configs), len(keys)))
-    for row, col, vcpus in cells:
-        usage[row, col] += vcpus
-    points = np.column_stack([-score_all, cost_all, usage])
-    kept = undominated(points)
     return JobOptions(
-        [configs[r] for r in kept],
-        score_all[kept],
-        cost_all[kept],
-        usage[kept],
-        list(keys),
-        len(configs),
+        configs,
+        every.score[kept],
+        every.cost[kept],
+        every.usage[kept],
+        every.keys,
+        len(within),
     )
 
 
@@ -294,29 +363,62 @@ def _remote_options(
     return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
 
 
-def undominated(points: FloatArray, chunk: int = 256) -> np.ndarray:
+def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np.ndarray:
     """Indices (ascending) of the rows no other row dominates, every column to be
-    minimised; of identical rows the first is kept. Rows are taken best first, so a
-    dominator always comes before what it dominates, and each block is checked
-    against the kept rows and itself."""
+    minimised; of identical rows the first is kept. With ``margin``, a row dominates
+    only where it is better by more than ``margin`` in column 0 and no worse in the
+    others. Rows are taken best first, so a dominator always comes before what it
+    dominates, and each block is checked against the kept rows and itself."""
     if len(points) == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort(
-        (np.arange(len(points)), points[:, 2:].sum(axis=1), points[:, 1], points[:, 0])
-    )
+    rest = points[:, 2:].sum(axis=1) if points.shape[1] > 2 else np.zeros(len(points))
+    second = points[:, 1] if points.shape[1] > 1 else np.zeros(len(points))
+    order = np.lexsort((np.arange(len(points)), rest, second, points[:, 0]))
     ranked = points[order]
     kept: list[np.ndarray] = []
     frontier = np.zeros((0, points.shape[1]))
+    earlier_all = np.triu(np.ones((chunk, chunk), dtype=bool), k=1)  # a before b
+
+    def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
+        """beats[i, k]: row a[i] dominates row b[k]."""
+        first = a[:, None, 0] <= b[None, :, 0] - margin
+        return first & (a[:, None, 1:] <= b[None, :, 1:]).all(axis=2)
+
     for start in range(0, len(ranked), chunk):
         block = ranked[start : start + chunk]
-        beaten = np.zeros(len(block), dtype=bool)
-        if len(frontier):
-            beaten |= (frontier[:, None, :] <= block[None, :, :]).all(axis=2).any(axis=0)
-        earlier = np.triu(np.ones((len(block), len(block)), dtype=bool), k=1)  # a before b
-        beaten |= ((block[:, None, :] <= block[None, :, :]).all(axis=2) & earlier).any(axis=0)
+        beaten = beats(frontier, block).any(axis=0) if len(frontier) else np.zeros(len(block), bool)
+        earlier = earlier_all[: len(block), : len(block)]
+        beaten |= (beats(block, block) & earlier).any(axis=0)
         frontier = np.vstack([frontier, block[~beaten]])
         kept.append(order[start : start + chunk][~beaten])
     return np.sort(np.concatenate(kept))
+
+
+def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None) -> None:
+    """Exact reductions that need the whole fleet. A quota that the jobs' largest
+    candidates together cannot fill never binds, so it is no dimension of
+    dominance. Without a team budget, cost only breaks ties between plans within
+    LEXICOGRAPHIC_RTOL of the best value: a candidate is dropped where another of
+    its job is worth more than that tolerance more and uses no more of any binding
+    quota, whatever the two cost."""
+    most: dict[QuotaKey, float] = {}
+    for w in shared:
+        assert w.options is not None
+        for col, key in enumerate(w.options.keys):
+            most[key] = most.get(key, 0.0) + float(w.options.usage[:, col].max(initial=0.0))
+    binding = {key for key, vcpus in most.items() if vcpus > _limit(inputs, key) + 1e-9}
+    total_priority = sum(w.job.priority for w in shared)
+    delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
+    for w in shared:
+        o = w.options
+        assert o is not None
+        usage = o.usage[:, [c for c, key in enumerate(o.keys) if key in binding]]
+        weight = w.job.priority * _value(w, o.score)
+        rows = undominated(np.column_stack([-weight, o.cost, usage]))
+        if team_budget is None:
+            strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
+            rows = rows[strict]
+        w.options = o.take(rows)
 
 
 # --- the fleet ------------------------------------------------------------------
@@ -351,6 +453,7 @@ def plan_fleet(
     work = [_Job(j) for j in jobs]
     _solo_plans(work, inputs)
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
+    _prune_across(shared, inputs, team_budget)
     start = time.perf_counter()
     status, chosen, objective, variables, constraints = _solve(
         shared, inputs, team_budget, time_limit_s
@@ -388,6 +491,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
     spec share one planner (its budget cap the largest of their budgets)."""
     fleets: dict[str, Fleet] = {}
     planners: dict[JobSpec, Planner] = {}
+    rows: dict[JobSpec, _Rows] = {}
     caps: dict[JobSpec, float] = {}
     for w in work:
         caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
@@ -410,7 +514,9 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
                 continue
             w.solo = found[0][0]
             w.solo_score = _score(planner, w.solo)
-            w.options = job_options(planner, w.job.budget)
+            if spec not in rows:
+                rows[spec] = planner_rows(planner)
+            w.options = job_options(planner, w.job.budget, rows[spec])
         except DeepvmError as exc:  # an unknown workload, say: this job only
             w.note = str(exc)
 
@@ -448,7 +554,6 @@ def _solve(
     each job's cluster (None: unplanned), objective value, binaries, constraints."""
     if not shared:
         return OPTIMAL, {}, 0.0, 0, 0
-    import cvxpy as cp
     import scipy.sparse as sp
 
     keys: dict[QuotaKey, int] = {}
@@ -479,30 +584,158 @@ def _solve(
         shape=(len(keys), size),
     )
     limited = np.flatnonzero(np.isfinite(quota))
-    x = cp.Variable(size, boolean=True)
-    one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(len(shared), size))
-    constraints = [one_each @ x <= 1]
-    if limited.size:
-        constraints.append(usage[limited] @ x <= quota[limited])
+    # The shared resources as rows: each limited quota key, then the team budget.
+    resources = usage[limited]
+    capacity = quota[limited]
     if team_budget is not None:
-        constraints.append(cost @ x <= team_budget)
-    first = cp.Problem(cp.Maximize(weight @ x), constraints)
-    status, _ = run_highs(first, time_limit_s)
-    if status != OPTIMAL or x.value is None:
-        return status, {}, math.nan, size, len(constraints)
-    best = float(weight @ np.round(x.value))
-    keep = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
-    second = cp.Problem(cp.Minimize(cost @ x), [*constraints, weight @ x >= keep])
-    status, _ = run_highs(second, time_limit_s)
-    if status != OPTIMAL or x.value is None:
-        return status, {}, math.nan, size, len(constraints) + 1
-    picked = np.round(x.value) > 0.5
+        resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
+        capacity = np.append(capacity, team_budget)
+    one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(len(shared), size))
+    status, bound, reduced, incumbent = _relaxation(
+        weight, owner, one_each, resources, capacity, time_limit_s
+    )
+    if status != OPTIMAL:
+        return status, {}, math.nan, size, 0
+    kept = _competitive(bound, reduced, incumbent)
+    program = _Program(weight, cost, one_each, resources, capacity, time_limit_s)
+    status, first = program.solve(kept, maximise=True)
+    if first is None:
+        return status, {}, math.nan, len(kept), program.rows
+    best = float(weight[first].sum())
+    floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
+    # The second solve ranges over plans worth at least `floor`: fewer candidates compete.
+    near = _competitive(bound, reduced, floor)
+    status, second = program.solve(near, maximise=False, floor=floor)
+    if second is None:
+        return status, {}, math.nan, len(kept), program.rows
+    picked = np.zeros(size, dtype=bool)
+    picked[second] = True
     chosen: dict[str, Config | None] = {}
-    for j, w in enumerate(shared):
-        assert w.options is not None
+    for j, job in enumerate(shared):
+        assert job.options is not None
         rows = np.flatnonzero(picked & (owner == j))
-        chosen[w.job.name] = w.options.configs[int(rows[0]) - starts[j]] if rows.size else None
-    return OPTIMAL, chosen, float(weight[picked].sum()), size, len(constraints) + 1
+        chosen[job.job.name] = job.options.configs[int(rows[0]) - starts[j]] if rows.size else None
+    return OPTIMAL, chosen, float(weight[picked].sum()), len(kept), program.rows
+
+
+@dataclass(frozen=True)
+class _Program:
+    """The fleet's binary program over a subset of the candidates (its columns)."""
+
+    weight: FloatArray
+    cost: FloatArray
+    one_each: Any  # jobs x candidates: at most one each
+    resources: Any  # shared limits x candidates: quotas, then the team budget
+    capacity: FloatArray
+    time_limit_s: float
+
+    @property
+    def rows(self) -> int:
+        return int(self.one_each.shape[0] + self.resources.shape[0])
+
+    def solve(
+        self, columns: np.ndarray, *, maximise: bool, floor: float | None = None
+    ) -> tuple[str, np.ndarray | None]:
+        """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``;
+        the status and the chosen candidates. HiGHS runs at its default tolerance
+        (1e-6; tighter is several times slower here); an answer that, rounded to 0/1,
+        breaks a row by more than float noise is solved again at 1e-9."""
+        import cvxpy as cp
+
+        w, c = self.weight[columns], self.cost[columns]
+        jobs, shared = self.one_each[:, columns], self.resources[:, columns]
+        for tolerance in (1e-6, 1e-9):
+            x = cp.Variable(len(columns), boolean=True)
+            constraints = [jobs @ x <= 1]
+            if shared.shape[0]:
+                constraints.append(shared @ x <= self.capacity)
+            if floor is not None:
+                constraints.append(w @ x >= floor)
+            objective = cp.Maximize(w @ x) if maximise else cp.Minimize(c @ x)
+            status, _ = run_highs(cp.Problem(objective, constraints), self.time_limit_s, tolerance)
+            if status != OPTIMAL or x.value is None:
+                return status, None
+            pick = np.round(x.value) > 0.5
+            used = shared @ pick.astype(float)
+            holds = (jobs @ pick.astype(float) <= 1).all() and (
+                used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)
+            ).all()
+            if floor is not None:
+                holds = holds and float(w[pick].sum()) >= floor - 1e-12 * max(abs(floor), 1.0)
+            if holds:
+                return OPTIMAL, columns[pick]
+        return OPTIMAL, None
+
+
+def _competitive(bound: float, reduced: FloatArray, value: float) -> np.ndarray:
+    """The candidates that can be in a plan worth at least ``value`` (see _relaxation);
+    a margin keeps float noise in the duals from dropping one."""
+    margin = 1e-6 * max(1.0, abs(value))
+    return np.flatnonzero(bound + reduced >= value - margin)
+
+
+def _relaxation(
+    weight: FloatArray,
+    owner: np.ndarray,
+    one_each: Any,
+    resources: Any,
+    capacity: FloatArray,
+    time_limit_s: float,
+) -> tuple[str, float, FloatArray, float]:
+    """The LP relaxation, for filtering candidates by duality: with its value z and
+    duals y, any plan holding candidate k is worth at most z + r_k (r = weight - A'y
+    <= 0), so a candidate with z + r_k below a feasible plan's value cannot be in an
+    optimal plan. Returns the status, z, r and the value of a feasible plan rounded
+    from the relaxation (_greedy_plan)."""
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    size = len(weight)
+    x = cp.Variable(size, nonneg=True)
+    a = sp.vstack([one_each, resources]).tocsr()
+    b = np.concatenate([np.ones(one_each.shape[0]), capacity])
+    rows = a @ x <= b
+    relaxation = cp.Problem(cp.Maximize(weight @ x), [rows])
+    status, _ = run_highs(relaxation, time_limit_s)
+    if status != OPTIMAL or rows.dual_value is None or relaxation.value is None:
+        return status, math.nan, np.zeros(0), math.nan
+    duals = np.maximum(np.asarray(rows.dual_value, dtype=float), 0.0)
+    reduced = weight - a.T @ duals
+    bound = float(b @ duals)  # the dual bound: at least the relaxation's value
+    incumbent = _greedy_plan(weight, owner, resources, capacity, np.asarray(x.value, dtype=float))
+    return OPTIMAL, bound, reduced, incumbent
+
+
+def _greedy_plan(
+    weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, lp: FloatArray
+) -> float:
+    """The value of a feasible plan rounded from the relaxation: each job, in the
+    order of its share of the relaxation, takes its candidate with the largest LP
+    weight if that still fits; then jobs left without one take their most valuable
+    candidate that fits. (The relaxation has at most one fractional job per shared
+    resource, so this is close to the optimum, which makes the filter sharp.)"""
+    dense = resources.toarray() if resources.shape[0] else np.zeros((0, len(weight)))
+    left = capacity.astype(float).copy()
+    share = np.bincount(owner, weights=lp * weight)
+    columns = [np.flatnonzero(owner == j) for j in range(len(share))]
+    total = 0.0
+    open_jobs = []
+    for j in np.argsort(-share, kind="stable"):
+        cols = columns[j]
+        k = cols[np.argmax(lp[cols])]
+        if lp[k] > 1e-6 and (dense[:, k] <= left + 1e-9).all():
+            left -= dense[:, k]
+            total += float(weight[k])
+        else:
+            open_jobs.append(j)
+    for j in open_jobs:
+        cols = columns[j]
+        fits = cols[(dense[:, cols] <= left[:, None] + 1e-9).all(axis=0)]
+        if fits.size:
+            k = fits[np.argmax(weight[fits])]
+            left -= dense[:, k]
+            total += float(weight[k])
+    return total
 
 
 def _limit(inputs: Inputs, key: QuotaKey) -> float:
@@ -552,20 +785,22 @@ def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: fl
         else None
     )
     count = len(w.options) if w.options is not None else 0
+    considered = w.options.considered if w.options is not None else 0
     config = picks.get(w.job.name)
     note = w.note
     if status != OPTIMAL and note is None:
         note = f"the fleet solve ended {status}: no plan"
+    job = w.job
+    sizes = {"candidates": count, "considered": considered}
     if config is None or planner is None:
         return JobPlan(
-            w.job.name, w.job.priority, w.job.shared, False, 0.0, None, solo, None, note, count
+            job.name, job.priority, job.shared, False, 0.0, None, solo, None, note, **sizes
         )
-    cluster = planner.describe(
-        "deepvm", 1, config, SOLVER if w.job.shared else "numpy/exact", solve_s
-    )
+    solver = SOLVER if job.shared else "numpy/exact"
+    cluster = planner.describe("deepvm", 1, config, solver, solve_s)
     value = float(_value(w, _score(planner, config)))
     return JobPlan(
-        w.job.name, w.job.priority, w.job.shared, True, value, cluster, solo, None, note, count
+        job.name, job.priority, job.shared, True, value, cluster, solo, None, note, **sizes
     )
 
 

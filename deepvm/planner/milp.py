@@ -109,9 +109,13 @@ def score_ranks(score: FloatArray, mask: np.ndarray) -> FloatArray:
     return ranks
 
 
-def run_highs(problem: object, time_limit_s: float) -> tuple[str, float]:
+def run_highs(
+    problem: object, time_limit_s: float, feasibility_tolerance: float = 1e-9
+) -> tuple[str, float]:
     """Solve a cvxpy problem with HiGHS to a proven optimum (zero gap); the planner
-    status (STATUS_MAP, refined by HiGHS's incumbent flag) and the seconds taken."""
+    status (STATUS_MAP, refined by HiGHS's incumbent flag) and the seconds taken.
+    ``feasibility_tolerance``: how far a row or an integer may be off (HiGHS's
+    default is 1e-6; tighter is slower on large models)."""
     import cvxpy as cp
 
     assert isinstance(problem, cp.Problem)
@@ -130,8 +134,8 @@ def run_highs(problem: object, time_limit_s: float) -> tuple[str, float]:
                 warm_start=False,
                 mip_rel_gap=0.0,
                 mip_abs_gap=1e-12,
-                mip_feasibility_tolerance=1e-9,
-                primal_feasibility_tolerance=1e-9,
+                mip_feasibility_tolerance=feasibility_tolerance,
+                primal_feasibility_tolerance=feasibility_tolerance,
                 output_flag=False,
             )
     except cp.error.SolverError as exc:
