@@ -679,7 +679,7 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
     lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _fmt(value: Any) -> str:
