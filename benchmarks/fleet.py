@@ -1,7 +1,8 @@
 """Fleet planning benchmark (run by hand: `python benchmarks/fleet.py`; not in CI).
 
 100 and 500 registered jobs (a deterministic mix of the sample workloads, the four
-objectives, budgets of $1-20/h and priorities 1-3) planned together over three
+objectives, budgets of $2-10/h as the shipped jobs', or $1-20/h with --heavy, and
+priorities 1-3) planned together over three
 regions of the shipped catalog with the shipped quotas in each region. Prints,
 per size: candidates per job before and after pruning the dominated, the MILP's
 binaries and constraints, seconds to build every job's candidates, and the
@@ -31,6 +32,10 @@ from deepvm.quotas import load_quotas
 REGIONS = {"us-east-1": 1.0, "us-west-2": 0.95, "eu-west-1": 1.10}
 WORKLOADS = ("resnet50", "gpt2", "bert-base", "vit-b16")
 OBJECTIVES = ("throughput", "paper", "goodput", "cost")
+# USD/h per job: by default as the shipped registered jobs (3, 4, 6 and 10);
+# --heavy adds larger ones (more candidate clusters per job).
+BUDGETS = [2, 3, 4, 6, 8, 10]
+HEAVY_BUDGETS = [1, 2, 3, 5, 8, 12, 20]
 
 
 def three_regions() -> tuple[Catalog, str]:
@@ -52,7 +57,7 @@ def three_regions() -> tuple[Catalog, str]:
     )
 
 
-def jobs(count: int, seed: int = 7) -> list[FleetJob]:
+def jobs(count: int, seed: int = 7, budgets: list[int] = BUDGETS) -> list[FleetJob]:
     rng = random.Random(seed)
     out = []
     for k in range(count):
@@ -64,7 +69,7 @@ def jobs(count: int, seed: int = 7) -> list[FleetJob]:
             work_flops=work,
             deadline_h=rng.choice([None, 24.0, 72.0]) if objective == "cost" else None,
         )
-        budget = rng.choice([1, 2, 3, 5, 8, 12, 20])
+        budget = rng.choice(budgets)
         out.append(FleetJob(f"job{k}", float(budget), spec, priority=rng.choice([1.0, 2.0, 3.0])))
     return out
 
@@ -72,14 +77,18 @@ def jobs(count: int, seed: int = 7) -> list[FleetJob]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,500")
+    parser.add_argument(
+        "--heavy", action="store_true", help=f"budgets {HEAVY_BUDGETS} instead of {BUDGETS}"
+    )
     args = parser.parse_args()
     catalog, what = three_regions()
     inputs = Inputs(catalog, load_quotas(), overhead_tables=Inputs.load().overhead_tables)
     print(f"catalog: {what}; {len(catalog)} rows in {len(catalog.regions)} regions")
+    print(f"budgets per job (USD/h): {HEAVY_BUDGETS if args.heavy else BUDGETS}")
     import cvxpy  # noqa: F401  (imported once, before timing: about a second)
 
     for size in (int(s) for s in args.sizes.split(",")):
-        fleet_jobs = jobs(size)
+        fleet_jobs = jobs(size, budgets=HEAVY_BUDGETS if args.heavy else BUDGETS)
         start = time.perf_counter()
         for job in fleet_jobs:  # the baseline: each job planned alone
             with contextlib.suppress(DeepvmError):  # an infeasible job counts too
