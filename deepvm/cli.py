@@ -168,6 +168,13 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "(bandwidth_gbps, workers) replacing the shipped N_sat table",
     )
     g.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="your own workloads (CSV or TOML: name, train_flops_per_sample, parameters, "
+        "accelerator_memory_gib per GPU; optional checkpoint_gb, samples_per_epoch), "
+        "usable by --workload and the scenarios file",
+    )
+    g.add_argument(
         "--interruptions",
         metavar="FILE",
         help="spot interruption rates overriding the catalog's (instance_type and "
@@ -735,11 +742,13 @@ INPUT_OPTIONS = (
     "region",
     "saturation",
     "interruptions",
+    "workloads",
 )
 
 
-def _job(args: argparse.Namespace, *, policies: Sequence[str]) -> Any:
-    """The job the options describe, built once (recommend, sweep, compare)."""
+def _job(args: argparse.Namespace, *, policies: Sequence[str], workloads: Any = None) -> Any:
+    """The job the options describe, built once (recommend, sweep, compare);
+    ``workloads``: the registry the inputs declare."""
     from deepvm.config import JobSpec
     from deepvm.workloads import training_work
 
@@ -751,7 +760,11 @@ def _job(args: argparse.Namespace, *, policies: Sequence[str]) -> Any:
         policies=tuple(getattr(args, "policy", None) or policies),
         top=getattr(args, "top", DEFAULT_TOP),
         work_flops=training_work(
-            args.workload, work_flops=args.work, epochs=args.epochs, dataset_size=args.dataset_size
+            args.workload,
+            work_flops=args.work,
+            epochs=args.epochs,
+            dataset_size=args.dataset_size,
+            workloads=workloads,
         ),
         deadline_h=args.deadline_h,
         restart_s=args.restart_s,
@@ -842,7 +855,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
     store_uri = _writable_store(args.store or os.environ.get(ENV_STORE))
-    result = recommend(args.budget, _job(args, policies=["deepvm"]), inputs=_inputs(args))
+    inputs = _inputs(args)
+    job = _job(args, policies=["deepvm"], workloads=inputs.workloads)
+    result = recommend(args.budget, job, inputs=inputs)
     written = None
     if store_uri:
         from deepvm.results import write_recommendations
@@ -862,6 +877,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                     "used": list(result.measurements.used),
                     "not_used": list(result.measurements.not_used),
                 },
+                "left_out": list(result.left_out),
             }
         )
     else:
@@ -892,19 +908,31 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             columns += [("makespan", "makespan"), ("total", "total $")]
         columns += [("flops_source", "F from"), ("scaling", "scaling model")]
         print(_table(recs, columns))
-        if any(r["flops_source"] == "peak" for r in recs):
-            from deepvm.flopp import PEAK_UTILISATION
-
+        if any(r["flops_source"] == "estimate" for r in recs):
+            share = inputs.published.share(result.workload)
             print(
-                f"F from 'peak': no measurement; estimated as {PEAK_UTILISATION:.0%} of the "
-                "accelerators' peak FLOP/s (measure with --throughput FILE)."
+                f"F from 'estimate': no measurement or published figure; estimated as "
+                f"{share:.1%} of the accelerators' peak FLOP/s, the share the published "
+                f"figures reach on this workload (measure with --throughput FILE)."
             )
         notes = result.measurements.describe()
         if notes:
             print(notes)
+        if result.left_out:
+            print(
+                "left out (their GPUs cannot hold the workload): "
+                + ", ".join(
+                    f"{o['instance_type']} ({o['reason']})" for o in _by_type(result.left_out)
+                )
+            )
     if written is not None:
         print(f"wrote {written}", file=sys.stderr)
     return 0
+
+
+def _by_type(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """One row per instance type (the same type is left out in every region)."""
+    return list({r["instance_type"]: r for r in rows}.values())
 
 
 def _cluster_text(r: dict[str, Any]) -> str:
@@ -919,7 +947,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     budgets = parse_budgets(args.budgets)
     _check_out(args.out, args.plot)
-    result = sweep(budgets, _job(args, policies=["all"]), inputs=_inputs(args))
+    inputs = _inputs(args)
+    result = sweep(budgets, _job(args, policies=["all"], workloads=inputs.workloads), inputs=inputs)
     if args.out:
         from deepvm.results import write_parquet_atomic
 
@@ -960,12 +989,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from deepvm.planner import compare
 
     _check_out(args.out, args.plot)
-    job = _job(args, policies=["deepvm"])
+    inputs = _inputs(args)
+    job = _job(args, policies=["deepvm"], workloads=inputs.workloads)
     if job.work_flops is None:
         raise DeepvmError(
             "compare needs the training job: --work FLOPS, or --epochs with --dataset-size"
         )
-    result, df = compare(args.budget, job.work_flops, job, inputs=_inputs(args))
+    result, df = compare(args.budget, job.work_flops, job, inputs=inputs)
     df["cluster"] = [_cluster_text(r) for r in df.to_dict("records")]
     if args.out:
         from deepvm.results import write_parquet_atomic
@@ -1024,10 +1054,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from deepvm.planner.fleet_plan import plan_fleet
     from deepvm.scenarios import load_scenarios
 
-    jobs = [s.fleet_job() for s in load_scenarios(args.scenarios)]
-    plan = plan_fleet(
-        jobs, _inputs(args), team_budget=args.team_budget, time_limit_s=args.time_limit
-    )
+    inputs = _inputs(args)
+    jobs = [s.fleet_job() for s in load_scenarios(args.scenarios, inputs.workloads)]
+    plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
     if plan.status != "optimal":
         raise SolverError(
             f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
@@ -1130,13 +1159,16 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "ondemand_price",
         "spot_price",
         "spot_zone",
+        "price_source",
+        "price_date",
     ]
     df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
     if args.json:
+        keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
         _print_json(
             {
                 "snapshot": catalog.snapshot,
-                "instances": json.loads(df[columns].to_json(orient="records", date_format="iso")),
+                "instances": json.loads(df[keys].to_json(orient="records", date_format="iso")),
             }
         )
         return 0

@@ -1,12 +1,19 @@
 """Single-node throughput per instance type and FLOPP (FLOP per USD).
 
-Throughput F_i of one node on a workload comes from a measurement where there is
-one, else from the accelerators' peak dense FP16/BF16 FLOP/s times
-PEAK_UTILISATION; every value says which (``flops_source``).
+Throughput F_i of one node on a workload comes, in order, from a measurement (a
+``--throughput`` file, else the store's latest benchmark), a published figure
+(``datasets/throughput-published.csv``: Lambda's mixed-precision training
+throughput mapped onto AWS types), or an estimate: the accelerators' peak dense
+FP16/BF16 FLOP/s times the fraction of peak the published rows reach on that
+workload (``datasets/utilisation-estimates.csv``). Every value says which
+(``flops_source``: ``measured``, ``published:<source>``, ``estimate``).
+scripts/build_catalog.py builds both files and documents the mapping.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,10 +35,49 @@ from deepvm.inputs import (
 if TYPE_CHECKING:
     import pandas as pd
 
-# Fraction of peak dense FP16/BF16 FLOP/s that data-parallel training of a
-# mid-size model reaches on one node. Published model-FLOPs-utilisation figures
-# for ResNet/ViT/GPT-2/BERT training sit between 0.3 and 0.5; 0.4 is their middle.
-PEAK_UTILISATION = 0.4
+PUBLISHED_FILE = "throughput-published.csv"
+UTILISATION_FILE = "utilisation-estimates.csv"
+ANY_WORKLOAD = "*"
+
+
+@dataclass(frozen=True)
+class Published:
+    """Published throughput per (instance type, workload) and, for the rest, the
+    fraction of peak FLOP/s each workload reaches (calibrated on the published rows)."""
+
+    table: Table  # instance_type, workload, flops, source
+    utilisation: Mapping[str, float]  # workload -> fraction of peak; "*": any other
+
+    def share(self, workload: str) -> float:
+        return float(self.utilisation.get(workload, self.utilisation.get(ANY_WORKLOAD, 0.0)))
+
+
+@functools.cache
+def shipped_published() -> Published:
+    """The shipped published-throughput and utilisation tables (built from their
+    public sources by scripts/build_catalog.py)."""
+    from deepvm._datasets import dataset_path
+
+    table = read_table(dataset_path(PUBLISHED_FILE), ("instance_type", "workload", "flops"), "t")
+    shares = read_table(dataset_path(UTILISATION_FILE), ("workload", "utilisation"), "u")
+    return Published(
+        Table(
+            {
+                "instance_type": text_column(table, "instance_type", "published"),
+                "workload": text_column(table, "workload", "published"),
+                "flops": numeric_column(table, "flops", "published", strictly_positive=True),
+                "source": text_column(table, "source", "published"),
+            }
+        ),
+        dict(
+            zip(
+                text_column(shares, "workload", "utilisation", key=""),
+                numeric_column(shares, "utilisation", "utilisation", minimum=0, key=""),
+                strict=True,
+            )
+        ),
+    )
+
 
 THROUGHPUT_COLUMNS = ("instance_type", "workload", "flops")
 SECONDS_PER_HOUR = 3600.0
@@ -135,25 +181,34 @@ class NodeThroughput:
 
 
 def node_throughput(
-    catalog: Catalog, workload: str, measured: Table | pd.DataFrame | None = None
+    catalog: Catalog,
+    workload: str,
+    measured: Table | pd.DataFrame | None = None,
+    published: Published | None = None,
 ) -> NodeThroughput:
     """F_i for every GPU row (region, instance type) of the catalog on ``workload``:
-    a measurement where there is one, else peak_flops x PEAK_UTILISATION; rows with
-    neither are left out. A measurement of a type holds in every region.
-    Measurements of other workloads or of machines the catalog does not list are
-    not used."""
+    a measurement, else a published figure (``published``, default the shipped
+    one), else peak_flops x the workload's calibrated share of peak; rows with none
+    are left out. A figure for a type holds in every region. Measurements of other
+    workloads or of machines the catalog does not list are not used."""
+    published = published if published is not None else shipped_published()
     rows = catalog.gpu_rows
     types = catalog.table["instance_type"][rows]
-    flops = catalog.table["peak_flops"][rows].astype(float) * PEAK_UTILISATION
-    source = ["peak"] * len(rows)
+    flops = catalog.table["peak_flops"][rows].astype(float) * published.share(workload)
+    source = ["estimate"] * len(rows)
+    layers: list[tuple[Table, str | None]] = [(published.table, None)]
     if measured is not None and len(measured):
-        measured = as_table(measured)
-        mine = measured.take(measured["workload"] == workload)
-        by_type = dict(zip(mine["instance_type"], mine["flops"].astype(float), strict=True))
+        layers.append((as_table(measured), "measured"))
+    for table, label in layers:  # later layers win
+        mine = table.take(table["workload"] == workload)
+        labels = mine["source"] if label is None else [label] * len(mine)
+        by_type = {
+            t: (float(f), str(s))
+            for t, f, s in zip(mine["instance_type"], mine["flops"], labels, strict=True)
+        }
         for k, itype in enumerate(types):
             if itype in by_type:
-                flops[k] = by_type[itype]
-                source[k] = "measured"
+                flops[k], source[k] = by_type[itype]
     keep = np.isfinite(flops) & (flops > 0)
     return NodeThroughput(
         rows[keep], flops[keep], tuple(s for s, k in zip(source, keep, strict=True) if k)
@@ -173,12 +228,15 @@ FLOPP_COLUMNS = [
 
 
 def flopp_table(
-    catalog: Catalog, workload: str, measured: Table | pd.DataFrame | None = None
+    catalog: Catalog,
+    workload: str,
+    measured: Table | pd.DataFrame | None = None,
+    published: Published | None = None,
 ) -> pd.DataFrame:
     """FLOPP = 3600 * F_i / price per region, type and market, long format, best first."""
     import pandas as pd
 
-    f = node_throughput(catalog, workload, measured)
+    f = node_throughput(catalog, workload, measured, published)
     table = catalog.table
     parts = []
     for market, column in (("spot", "spot_price"), ("on_demand", "ondemand_price")):

@@ -183,8 +183,13 @@ def read_table(path: str | Path, required: Iterable[str], what: str) -> Table:
 
 
 def _read_csv(path: Path) -> Table:
+    """A CSV file; ``#`` lines before the header (a ``# source:`` line, say) are
+    comments."""
     with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, skipinitialspace=True))
+        lines = f.readlines()
+    while lines and lines[0].lstrip().startswith("#"):
+        lines.pop(0)
+    rows = list(csv.reader(lines, skipinitialspace=True))
     while rows and not any(cell.strip() for cell in rows[-1]):
         rows.pop()  # blank lines at the end
     if not rows:

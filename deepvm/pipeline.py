@@ -19,6 +19,7 @@ import pandas as pd
 from deepvm.catalog.sources import (
     PriceData,
     fill_interruption_rates,
+    fill_price_dates,
     get_source,
 )
 from deepvm.config import (
@@ -121,7 +122,8 @@ def refresh_prices(
     if data is not None:
         with store.transaction() as tx:
             tx.write("instances", data.instances, partition=None, name=src.name)
-            tx.write("prices", fill_interruption_rates(data.prices), partition=date, name=src.name)
+            prices = fill_price_dates(fill_interruption_rates(data.prices))
+            tx.write("prices", prices, partition=date, name=src.name)
         return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
 

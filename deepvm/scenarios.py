@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from deepvm.config import JOB_OPTIONS, JobSpec
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH, file_safe
 from deepvm.planner.fleet_plan import FleetJob
-from deepvm.workloads import WORKLOADS
+from deepvm.workloads import WORKLOADS, Workload
 
 REQUIRED = ("name", "workload", "budget")
 # The library's parameter names as the scenarios file (and the flows) spell them.
@@ -50,8 +51,13 @@ def default_scenarios_path() -> Path:
     return dataset_path("scenarios.toml")
 
 
-def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
-    """Read and validate the jobs; errors name the file and the entry."""
+def load_scenarios(
+    path: str | Path | None = None, workloads: Mapping[str, Workload] | None = None
+) -> list[Scenario]:
+    """Read and validate the jobs; errors name the file and the entry. ``workloads``:
+    the names a job may use (default: the sample models; with --workloads, also the
+    user's)."""
+    registry = workloads if workloads is not None else WORKLOADS
     source = Path(path) if path is not None else default_scenarios_path()
     if source.is_dir():
         raise InputError(f"scenarios file {str(source)!r} is a folder: give the TOML file")
@@ -72,7 +78,7 @@ def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
         label = f"scenarios file {str(source)!r}: job {k}"
         if isinstance(job, dict) and isinstance(job.get("name"), str):
             label += f" ({job['name']})"
-        out.append(_scenario(job, label))
+        out.append(_scenario(job, label, registry))
         name = out[-1].name
         other = seen.setdefault(file_safe(name), name)
         if other == name and len(seen) < len(out):
@@ -85,7 +91,7 @@ def load_scenarios(path: str | Path | None = None) -> list[Scenario]:
     return out
 
 
-def _scenario(job: object, label: str) -> Scenario:
+def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scenario:
     if not isinstance(job, dict):
         raise InputError(f"{label}: must be a table of keys")
     missing = [k for k in REQUIRED if k not in job]
@@ -102,9 +108,10 @@ def _scenario(job: object, label: str) -> Scenario:
             f"{label}: name is {len(name)} characters long; use at most {MAX_NAME_LENGTH}"
         )
     workload = job["workload"]
-    if not isinstance(workload, str) or workload not in WORKLOADS:
+    if not isinstance(workload, str) or workload not in registry:
         raise InputError(
-            f"{label}: unknown workload {workload!r}; known: {', '.join(sorted(WORKLOADS))}"
+            f"{label}: unknown workload {workload!r}; known: {', '.join(sorted(registry))} "
+            "(declare your own with --workloads FILE)"
         )
     budget = job["budget"]
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:

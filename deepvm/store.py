@@ -85,6 +85,9 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("stale", pa.bool_()),
                 # spot rows: fraction of spot instances reclaimed per month
                 ("interruption_rate", pa.float64()),
+                # the date the price refers to (ISO 8601, at the source's precision:
+                # "2025" for a snapshot known by its year); a live fetch: its day
+                ("price_date", pa.string()),
             ]
         ),
     ),

@@ -83,7 +83,11 @@ def catalog_from_store(
             )
     newest = prices["snapshot_date"].max()
     snap = prices[prices["snapshot_date"] == newest]
-    label = f"store:prices@{newest}" + (" (stale)" if snap["stale"].any() else "")
+    label = f"store:prices@{newest}"
+    if "price_date" in snap and snap["price_date"].notna().any():
+        dates = sorted(set(snap["price_date"].dropna().astype(str)))
+        label += f" (prices of {dates[-1] if len(dates) == 1 else dates[0] + '..' + dates[-1]})"
+    label += " (stale)" if snap["stale"].any() else ""
     return catalog_from_tables(instances, snap, label, region)
 
 

@@ -123,7 +123,8 @@ def test_measured_throughput_reaches_flopp_and_planner(capsys, tmp_path):
     g4dn = [r for r in rows if r["instance_type"] == "g4dn.xlarge"]
     assert {r["flops_source"] for r in g4dn} == {"measured"}
     assert g4dn[0]["achieved_flops"] == pytest.approx(achieved)
-    assert {r["flops_source"] for r in rows if r["instance_type"] != "g4dn.xlarge"} == {"peak"}
+    others = {r["flops_source"] for r in rows if r["instance_type"] != "g4dn.xlarge"}
+    assert others <= {"estimate", "published:lambda"} and "measured" not in others
     stored = duckdb.sql(f"select * from '{store}/flopp/**/*.parquet'").df()
     assert len(stored) == len(rows)
     assert (

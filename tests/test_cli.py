@@ -12,7 +12,7 @@ import pytest
 from tests_paths import PAPER, PAPER_ARGS, ROOT
 
 from deepvm.cli import main
-from deepvm.flopp import PEAK_UTILISATION
+from deepvm.flopp import shipped_published
 from deepvm.planner.candidates import ARCHITECTURES
 
 REC_KEYS = {
@@ -75,13 +75,27 @@ def test_recommend_throughput_is_model_times_flops(capsys):
     from deepvm.catalog import load_catalog
     from deepvm.overhead import resolve_models, shipped_overhead_table
 
-    out = run_json(capsys, "recommend", "--budget", "5", "--json")
-    catalog = load_catalog().instances.set_index("instance_type")
+    out = run_json(capsys, "recommend", "--budget", "5", "--top", "6", "--json")
+    catalog = load_catalog().instances.set_index(["region", "instance_type"])
+    published = shipped_published()
+    figures = dict(
+        zip(
+            zip(published.table["instance_type"], published.table["workload"], strict=True),
+            published.table["flops"],
+            strict=True,
+        )
+    )
+    assert {r["flops_source"] for r in out["recommendations"]} == {"published:lambda", "estimate"}
     for r in out["recommendations"]:
         model = resolve_models([r["worker_type"]], "resnet50", [shipped_overhead_table()])[
             r["worker_type"]
         ]
-        f = catalog.loc[r["worker_type"], "peak_flops"] * PEAK_UTILISATION
+        if r["flops_source"] == "estimate":  # peak x the share published figures reach
+            assert (r["worker_type"], "resnet50") not in figures
+            peak = catalog.loc[(r["region"], r["worker_type"]), "peak_flops"]
+            f = peak * published.share("resnet50")
+        else:
+            f = figures[r["worker_type"], "resnet50"]
         assert r["throughput_flops"] == pytest.approx(f * model([r["n_workers"]])[0])
         assert r["overhead_source"] == model.source
 

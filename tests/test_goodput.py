@@ -38,7 +38,7 @@ def test_buckets_and_shipped_rates():
     assert bucket_rate(" 10 - 15 % ") == 0.125 and bucket_rate(">20%") == 0.30
     with pytest.raises(ValueError, match="unknown interruption bucket"):
         bucket_rate("25%")
-    shipped = load_catalog(None).instances
+    shipped = load_catalog(None, region="us-east-1").instances
     spot = shipped[shipped["spot_price"].notna()]
     assert spot["interruption_rate"].notna().all()
     assert set(spot["interruption_rate"]) <= set(INTERRUPTION_BUCKETS.values())
@@ -50,7 +50,7 @@ def test_interruption_override_file(tmp_path):
     pd.DataFrame(
         {"instance_type": ["g5.xlarge", "p3.2xlarge"], "interruption_bucket": [">20%", "<5%"]}
     ).to_csv(path, index=False)
-    catalog = with_interruptions(load_catalog(None), load_interruptions(path))
+    catalog = with_interruptions(load_catalog(None, region="us-east-1"), load_interruptions(path))
     rates = catalog.instances.set_index("instance_type")["interruption_rate"]
     assert rates["g5.xlarge"] == 0.30 and rates["p3.2xlarge"] == 0.025
     assert rates["g4dn.xlarge"] == 0.075  # not named: the catalog's own
@@ -211,6 +211,7 @@ def test_cost_objective_needs_work_and_deadline_message(capsys):
 
 def test_simulate_a_catalog_configuration(capsys):
     args = ["simulate", "preemption", "--instance-type", "g4dn.xlarge", "--n-workers", "16"]
+    args += ["--region", "us-east-1"]
     assert main([*args, "--work", "1e18", "--runs", "4000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     sim, analytic = out["simulated"], out["analytic"]

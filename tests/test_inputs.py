@@ -24,7 +24,9 @@ def same_cell(ours: object, theirs: object) -> bool:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_csv_reads_as_pandas_reads_it(path):
     ours = read_table(path, (), "test")
-    theirs = pd.read_csv(path, skipinitialspace=True)
+    lines = path.read_text().splitlines()
+    comments = next(k for k, line in enumerate(lines) if not line.startswith("#"))
+    theirs = pd.read_csv(path, skipinitialspace=True, skiprows=comments)
     assert ours.names == [str(c).strip() for c in theirs.columns]
     assert len(ours) == len(theirs) > 0
     for name in ours.names:
@@ -65,3 +67,10 @@ def test_parquet_and_frames_round_trip(tmp_path):
         assert table["flops"][0] == 1e12 and math.isnan(table["flops"][1])
     back = Table.from_frame(df).to_frame()
     assert back["flops"].iloc[0] == 1e12 and back["instance_type"].isna().iloc[1]
+
+
+def test_source_lines_before_the_header_are_comments(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("# source: somewhere, 2025\n# more\na,b\n1,2\n")
+    table = read_table(f, ("a", "b"), "test")
+    assert table.names == ["a", "b"] and list(table["a"]) == ["1"]

@@ -12,9 +12,15 @@ from typing import ClassVar
 import duckdb
 import pytest
 
+from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.catalog.aws import network_gbps, quota_group
 from deepvm.catalog.azure import classify
 from deepvm.cli import main
+
+# Prices in the shipped snapshot: every on-demand price and every spot price.
+SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
+    _load_catalog().instances["spot_price"].notna().sum()
+)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -379,7 +385,7 @@ def test_aws_failure_keeps_the_store(aws, tmp_path, monkeypatch, capsys):
     assert code == 1 and "FAILED" in capsys.readouterr().out
     rows = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
     old = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
-    assert len(old) == 62 and not old["stale"].any()
+    assert len(old) == SHIPPED_PRICE_ROWS and not old["stale"].any()
     assert rows[rows["snapshot_date"].astype(str) == "2026-12-02"]["stale"].all()
 
 
@@ -460,4 +466,7 @@ def test_snapshot_source_recommendation_names_region(tmp_path, capsys):
     capsys.readouterr()
     assert main(["recommend", "--budget", "3", "--store", store, "--json", "--top", "1"]) == 0
     rec = json.loads(capsys.readouterr().out)["recommendations"][0]
-    assert rec["region"] == "us-east-1" and rec["zone"] is None  # the snapshot has no zones
+    # the snapshot's spot prices are its regions' cheapest zones, which the answer names
+    assert rec["n_spot"] > 0 and rec["zone"].startswith(
+        {"us-east-1": "use1", "us-west-2": "usw2", "eu-west-1": "euw1"}[rec["region"]]
+    )

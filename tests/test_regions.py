@@ -21,7 +21,7 @@ def two_regions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The shipped us-east-1 catalog and a us-west-2 copy (other prices), and
     quotas with a tight G spot quota in us-west-2 only."""
     base = tmp_path_factory.mktemp("regions")
-    east = load_catalog().instances
+    east = load_catalog(region="us-east-1").instances
     west = east.assign(
         region=WEST,
         ondemand_price=east["ondemand_price"] * 1.1,

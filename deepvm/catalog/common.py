@@ -44,6 +44,10 @@ OPTIONAL_COLUMNS: dict[str, object] = {
     # Fraction of spot instances reclaimed per month (NaN: unknown); a catalog may
     # give Spot Instance Advisor buckets instead, in `interruption_bucket`.
     "interruption_rate": float("nan"),
+    # Where each row's prices come from and the date they refer to (ISO 8601, at the
+    # precision the source gives: "2025" for a snapshot known only by its year).
+    "price_source": None,
+    "price_date": None,
 }
 
 
@@ -159,6 +163,12 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
         else np.full(len(table), None, dtype=object)
     )
     out["interruption_rate"] = _interruption_rates(table, what)
+    for column in ("price_source", "price_date"):
+        out[column] = (
+            optional_text(table[column])
+            if column in table
+            else np.full(len(table), None, dtype=object)
+        )
     # Columns beyond the schema (snapshot_date, sources' extras) ride along.
     extra = {name: table[name] for name in table.names if name not in out}
     checked = Table({**out, **extra}, table.source_path)

@@ -74,7 +74,9 @@ class SkyPilotSource:
     def fetch(self) -> PriceData:
         df = self._read()
         now = pd.Timestamp(dt.datetime.now(dt.UTC))
-        known = load_catalog().instances.set_index("instance_type")["network_gbps"]
+        shipped = load_catalog().instances.drop_duplicates("instance_type")
+        known = shipped.set_index("instance_type")["network_gbps"]
+        memory = shipped.set_index("instance_type")["accelerator_memory_gib"]
         rows, dropped = [], 0
         for r in df.to_dict("records"):
             for market, column in (("on_demand", "Price"), ("spot", "SpotPrice")):
@@ -110,7 +112,7 @@ class SkyPilotSource:
                 "network_gbps": specs["InstanceType"].map(known).fillna(DEFAULT_NETWORK_GBPS),
                 "accelerator_name": accel,
                 "accelerator_count": count.astype(int),
-                "accelerator_memory_gib": 0.0,
+                "accelerator_memory_gib": specs["InstanceType"].map(memory).fillna(0.0),
                 "peak_flops": [
                     ACCELERATOR_PEAK_FLOPS.get(a, float("nan")) * c if c else float("nan")
                     for a, c in zip(accel, count, strict=True)

@@ -8,14 +8,16 @@ from deepvm._datasets import dataset_path
 from deepvm.catalog.common import CATALOG_COLUMNS, Catalog, validate_catalog
 from deepvm.inputs import Table, optional_text, read_table
 
-SNAPSHOT_FILE = "catalog-aws-us-east-1.csv"
+SNAPSHOT_FILE = "catalog-aws.csv"
 
 
 def load_catalog(path: str | Path | None = None, *, region: str | None = None) -> Catalog:
-    """Load the shipped AWS us-east-1 snapshot, or a user catalog file (CSV/Parquet).
+    """Load the shipped AWS catalog (us-east-1, us-west-2, eu-west-1; built by
+    scripts/build_catalog.py), or a user catalog file (CSV/Parquet).
 
-    The snapshot label recorded with results is the file's newest
-    ``snapshot_date`` when it has that column, else the file name.
+    The snapshot label recorded with results names the file and the date its
+    prices are from: the newest ``price_date`` (or ``snapshot_date``) when it has
+    one, e.g. ``catalog-aws.csv@2025``, else the file name alone.
     """
     source = Path(path) if path is not None else dataset_path(SNAPSHOT_FILE)
     raw = read_table(source, CATALOG_COLUMNS, "catalog")
@@ -23,9 +25,9 @@ def load_catalog(path: str | Path | None = None, *, region: str | None = None) -
 
 
 def _snapshot_label(table: Table, source: Path) -> str:
-    dates = (
-        [d for d in optional_text(table["snapshot_date"]) if d is not None]
-        if "snapshot_date" in table
-        else []
-    )
-    return f"{source.name}@{max(dates)}" if dates else source.name
+    for column in ("price_date", "snapshot_date"):
+        if column in table:
+            dates = [d for d in optional_text(table[column]) if d is not None]
+            if dates:
+                return f"{source.name}@{max(dates)}"
+    return source.name

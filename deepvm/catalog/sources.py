@@ -50,10 +50,15 @@ def catalog_to_price_data(
         part["interruption_rate"] = (
             df.loc[part.index, "interruption_rate"].astype(float) if market == "spot" else None
         )
+        part["zone"] = df.loc[part.index, "spot_zone"] if market == "spot" else None
+        part["price_date"] = df.loc[part.index, "price_date"]
+        part["source"] = [
+            f"{source}:{origin}" if isinstance(origin, str) and origin else source
+            for origin in df.loc[part.index, "price_source"]
+        ]
         parts.append(part)
     prices = pd.concat(parts, ignore_index=True)
     prices["fetched_at"] = when
-    prices["source"] = source
     prices["stale"] = False
     prices["interruption_rate"] = prices["interruption_rate"].astype(float)
     instances = df[INSTANCE_COLUMNS].copy()
@@ -141,16 +146,37 @@ def catalog_from_tables(
     wide["interruption_rate"] = (
         rates.reindex(index).to_numpy(dtype=float) if rates is not None else float("nan")
     )
+    on_demand = cheapest[cheapest["market"] == "on_demand"].set_index(key)
+    for column, target in (("price_date", "price_date"), ("source", "price_source")):
+        values = on_demand[column] if column in on_demand else pd.Series(dtype=object)
+        wide[target] = values.reindex(index).to_numpy(dtype=object)
     if wide.empty:
         raise InputError(f"the {label} prices match no instance type the store describes")
     return Catalog(validate_catalog(wide.reset_index(drop=True)), snapshot=label)
+
+
+def fill_price_dates(prices: pd.DataFrame) -> pd.DataFrame:
+    """Rows without a ``price_date`` (live APIs: prices as of the fetch) take the
+    day they were fetched, so every stored price says what date it is from."""
+    out = prices.copy()
+    fetched = pd.to_datetime(out["fetched_at"], utc=True).dt.strftime("%Y-%m-%d")
+    if "price_date" not in out:
+        out["price_date"] = None
+    missing = out["price_date"].isna() | (out["price_date"].astype(str) == "")
+    out["price_date"] = out["price_date"].astype(object).where(~missing, fetched)
+    return out
 
 
 def fill_interruption_rates(prices: pd.DataFrame) -> pd.DataFrame:
     """Spot rows without a rate (live price APIs do not publish one) take the
     shipped snapshot's rate for their instance type, so every stored snapshot
     carries the rates it was planned with."""
-    shipped = load_catalog(None).instances.set_index("instance_type")["interruption_rate"]
+    # The shipped rate of a type (its estimate is per type, the same in every region).
+    shipped = (
+        load_catalog(None)
+        .instances.drop_duplicates("instance_type")
+        .set_index("instance_type")["interruption_rate"]
+    )
     out = prices.copy()
     if "interruption_rate" not in out:
         out["interruption_rate"] = float("nan")

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
 from deepvm.config import JOB_OPTIONS, MAX_SWEEP_BUDGETS, JobSpec
 from deepvm.errors import InfeasibleError, InputError, ParameterError
-from deepvm.flopp import MeasurementUse, load_throughput, measurement_use, merge_measurements
+from deepvm.flopp import (
+    MeasurementUse,
+    Published,
+    load_throughput,
+    measurement_use,
+    merge_measurements,
+    shipped_published,
+)
 from deepvm.inputs import Table
 from deepvm.overhead import (
     SaturationModel,
@@ -35,7 +42,7 @@ from deepvm.planner.policies import (
     infeasible_budget_error,
 )
 from deepvm.quotas import Quotas, load_quotas
-from deepvm.workloads import WORKLOADS
+from deepvm.workloads import WORKLOADS, Workload, load_workloads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +58,7 @@ class InputFiles(TypedDict, total=False):
     quotas: str | Path | None
     saturation: str | Path | None
     interruptions: str | Path | None
+    workloads: str | Path | None
     region: str | None
 
 
@@ -74,6 +82,8 @@ class Inputs:
     measured: Table | None = None
     overhead_tables: tuple[Table, ...] = ()
     saturation: SaturationModel = field(default_factory=SaturationModel)
+    published: Published = field(default_factory=shipped_published)
+    workloads: Mapping[str, Workload] = field(default_factory=lambda: dict(WORKLOADS))
 
     @classmethod
     def load(cls, *, stored: StoredInputs | None = None, **files: Unpack[InputFiles]) -> Inputs:
@@ -87,6 +97,7 @@ class Inputs:
         catalog, region = files.get("catalog"), files.get("region")
         overhead, throughput = files.get("overhead"), files.get("throughput")
         interruptions, saturation = files.get("interruptions"), files.get("saturation")
+        declared = files.get("workloads")
         tables = [load_overhead_table(overhead)] if overhead is not None else []
         if stored.fitted_overhead is not None:
             tables.append(stored.fitted_overhead)
@@ -109,6 +120,7 @@ class Inputs:
             saturation=(
                 load_saturation(saturation) if saturation is not None else SaturationModel()
             ),
+            workloads=load_workloads(declared) if declared is not None else dict(WORKLOADS),
         )
 
     def fleet(self, workload: str) -> Fleet:
@@ -117,14 +129,19 @@ class Inputs:
             workload,
             quotas=self.quotas,
             measured=self.measured,
+            published=self.published,
+            workloads=self.workloads,
             overhead_tables=self.overhead_tables,
             saturation=self.saturation,
         )
 
 
-def make_job(workload: str, checkpoint_gb: float | None, versions: int) -> Job:
+def make_job(
+    workload: str, checkpoint_gb: float | None, versions: int, spec: Workload | None = None
+) -> Job:
     if checkpoint_gb is None:
-        checkpoint_gb = WORKLOADS[workload].checkpoint_gb if workload in WORKLOADS else 1.0
+        spec = spec or WORKLOADS.get(workload)
+        checkpoint_gb = spec.checkpoint_gb if spec is not None else 1.0
     if not math.isfinite(checkpoint_gb) or checkpoint_gb < 0:
         raise ParameterError("checkpoint_gb", checkpoint_gb, "must be a number >= 0")
     if versions < 1:
@@ -149,6 +166,8 @@ class RecommendResult:
     work_flops: float | None = None
     deadline_h: float | None = None
     measurements: MeasurementUse = field(default_factory=MeasurementUse)
+    # GPU types not planned because their accelerators cannot hold the workload.
+    left_out: tuple[dict[str, str], ...] = ()
 
 
 def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
@@ -164,7 +183,7 @@ def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
 def _planner(
     spec: JobSpec, fleet: Fleet, budget_cap: float, checkpoint_costs: CheckpointCosts | None
 ) -> tuple[Planner, Job]:
-    job = make_job(spec.workload, spec.checkpoint_gb, spec.checkpoint_versions)
+    job = make_job(spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, fleet.workload_spec)
     costs = replace(checkpoint_costs or CheckpointCosts(), restart_s=spec.restart_s)
     planner = Planner(
         fleet,
@@ -230,6 +249,7 @@ def recommend(
         spec.work_flops,
         spec.deadline_h,
         measurement_use(inputs.catalog, spec.workload, inputs.measured),
+        fleet.left_out,
     )
 
 

@@ -3,7 +3,7 @@ for one workload (throughput, speedup model): docs/ARCHITECTURE.md, "Inputs"."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,11 +11,11 @@ import numpy.typing as npt
 
 from deepvm.catalog import Catalog
 from deepvm.errors import InputError, UnknownWorkloadError
-from deepvm.flopp import node_throughput
+from deepvm.flopp import NodeThroughput, Published, node_throughput
 from deepvm.inputs import Table, as_table
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
 from deepvm.quotas import Quotas
-from deepvm.workloads import WORKLOADS
+from deepvm.workloads import WORKLOADS, Workload
 
 GIB_TO_GB = 1.073741824
 # Remote nodes may fill this fraction of their memory with checkpoints ("Architectures").
@@ -57,6 +57,10 @@ class Fleet:
     gpu_interruption: FloatArray = field(default_factory=lambda: np.zeros(0))
     # Storage and requests of an all-spot cluster's checkpoints (spot_object_store).
     object_store_usd_per_hour: float = 0.0
+    # The workload's facts (checkpoint size, memory per GPU), where it is declared.
+    workload_spec: Workload | None = None
+    # GPU rows left out, and why (their accelerators cannot hold the workload).
+    left_out: tuple[dict[str, str], ...] = ()
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -109,9 +113,14 @@ def build_fleet(
     measured: Table | None = None,
     overhead_tables: Sequence[Table] = (),
     saturation: SaturationModel | None = None,
+    published: Published | None = None,
+    workloads: Mapping[str, Workload] | None = None,
 ) -> Fleet:
-    """Resolve throughput and speedup models for ``workload``; raise on unknown workloads."""
-    known = set(WORKLOADS)
+    """Resolve throughput and speedup models for ``workload``; raise on unknown
+    workloads. GPU types whose accelerator memory (where the catalog gives it) is
+    below what the workload needs per GPU are left out, and named in ``left_out``."""
+    registry = workloads if workloads is not None else WORKLOADS
+    known = set(registry)
     if measured is not None:
         measured = as_table(measured)
         known |= set(measured["workload"]) if len(measured) else set()
@@ -123,8 +132,32 @@ def build_fleet(
             f"unknown workload {workload!r}; known: {', '.join(sorted(known))} "
             "(or give its throughput with --throughput FILE)"
         )
-    f = node_throughput(catalog, workload, measured)
+    f = node_throughput(catalog, workload, measured, published)
+    spec = registry.get(workload)
+    need = spec.accelerator_memory_gib if spec is not None else 0.0
+    memory = catalog.table["accelerator_memory_gib"][f.row].astype(float)
+    fits = ~((memory > 0) & (memory < need))
+    left_out = tuple(
+        {
+            "instance_type": str(catalog.table["instance_type"][r]),
+            "region": str(catalog.table["region"][r]),
+            "reason": f"{m:g} GiB per GPU < the {need:g} GiB {workload} needs",
+        }
+        for r, m, ok in zip(f.row, memory, fits, strict=True)
+        if not ok
+    )
+    if not fits.all():
+        f = NodeThroughput(
+            f.row[fits],
+            f.flops[fits],
+            tuple(s for s, ok in zip(f.flops_source, fits, strict=True) if ok),
+        )
     if not len(f):
+        if left_out:
+            raise InputError(
+                f"no GPU instance type in the catalog can hold {workload}: it needs {need:g} GiB "
+                "per GPU; add larger GPUs to the catalog or lower accelerator_memory_gib"
+            )
         raise InputError(
             "no GPU instance type in the catalog has a throughput: give peak_flops "
             "in the catalog or measurements with --throughput FILE"
@@ -161,4 +194,6 @@ def build_fleet(
         cpu_region=tuple(c["region"]),
         gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
         gpu_interruption=floats(g, "interruption_rate"),
+        workload_spec=spec,
+        left_out=left_out,
     )

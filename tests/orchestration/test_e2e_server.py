@@ -14,7 +14,13 @@ import duckdb
 import httpx
 import pytest
 
+from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.scenarios import load_scenarios
+
+# Prices in the shipped snapshot: every on-demand price and every spot price.
+SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
+    _load_catalog().instances["spot_price"].notna().sum()
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = shutil.which("prefect") or f"{sys.executable} -m prefect"
@@ -196,7 +202,7 @@ def test_recommend_and_nightly_through_the_api(server):
         f"select count(*) as n from '{store}/prices/**/*.parquet' "
         "where snapshot_date = '2026-12-01'"
     ).df()
-    assert int(prices["n"].iloc[0]) == 62
+    assert int(prices["n"].iloc[0]) == SHIPPED_PRICE_ROWS
     artifacts = call(
         "POST",
         f"{api}/artifacts/filter",

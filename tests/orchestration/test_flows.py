@@ -3,9 +3,15 @@
 import duckdb
 import pytest
 
+from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.catalog import sources
 from deepvm.catalog.sources import SnapshotSource
 from flows import deepvm_flows as f
+
+# Prices in the shipped snapshot: every on-demand price and every spot price.
+SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
+    _load_catalog().instances["spot_price"].notna().sum()
+)
 
 
 class FlakySource:
@@ -32,22 +38,22 @@ def flaky(monkeypatch):
 
 def test_refresh_prices_flow(tmp_path):
     out = f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
-    assert out == {"stale": False, "rows": 62, "source": "snapshot"}
+    assert out == {"stale": False, "rows": SHIPPED_PRICE_ROWS, "source": "snapshot"}
     rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
-    assert len(rows) == 62 and not rows["stale"].any()
+    assert len(rows) == SHIPPED_PRICE_ROWS and not rows["stale"].any()
 
 
 def test_failing_source_retries_then_falls_back_stale(tmp_path, flaky):
     f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
     before = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
     out = f.refresh_prices(source="flaky", store=str(tmp_path), snapshot_date="2026-12-02")
-    assert out["stale"] is True and out["rows"] == 62
+    assert out["stale"] is True and out["rows"] == SHIPPED_PRICE_ROWS
     assert flaky.calls == 4  # the first try and three retries
     rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
     old = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
     new = rows[rows["snapshot_date"].astype(str) == "2026-12-02"]
     assert len(old) == len(before) and not old["stale"].any()  # nothing lost
-    assert len(new) == 62 and new["stale"].all()
+    assert len(new) == SHIPPED_PRICE_ROWS and new["stale"].all()
     # a source that recovers on the third try gives fresh prices
     flaky.calls, flaky.failures = 0, 2
     out = f.refresh_prices(source="flaky", store=str(tmp_path), snapshot_date="2026-12-03")
@@ -114,7 +120,7 @@ def test_nightly_twice_same_date_no_duplicates(tmp_path):
     keys = ["snapshot_date", "scenario", "policy", "rank"]
     assert not recs.duplicated(keys).any() and len(recs) > 0
     prices = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
-    assert len(prices) == 62
+    assert len(prices) == SHIPPED_PRICE_ROWS
     third = f.nightly(store=store, snapshot_date="2026-12-02")
     assert third["changed"] == []  # same prices, same answers
 

@@ -1,0 +1,274 @@
+"""Build the shipped catalog and throughput tables from the copied public sources.
+
+    python scripts/build_catalog.py          # rewrites the three files below
+    python scripts/build_catalog.py --check  # exit 1 if they differ from a rebuild
+
+Inputs (``datasets/sources/``, each with its ``# source:`` line):
+
+* ``aws-vms-skypilot-v8.csv``: SkyPilot's public AWS catalog (on-demand price and
+  per-zone spot price per instance type, region and zone).
+* ``aws-instance-specs.csv``: what that file lacks, from AWS's documentation:
+  quota group, network Gbps, accelerator memory; and an *estimated* Spot
+  Instance Advisor bucket.
+* ``published-throughput-lambda.csv``: Lambda's measured single-GPU training
+  throughput (mixed precision rows are used).
+
+Outputs (``datasets/``):
+
+* ``catalog-aws.csv``: one row per (region, instance type) in us-east-1,
+  us-west-2 and eu-west-1: the on-demand price, and the spot price of the
+  cheapest Availability Zone (``spot_zone``; Local Zones such as use1-atl2-az1
+  are left out: they need an opt-in and host few services). Types without an
+  on-demand price (p5e.48xlarge) are left out. Every row names its
+  ``price_source`` and ``price_date`` (the SkyPilot file records no date; it is
+  a 2025-or-later snapshot, so the date is given at year precision, ``2025``).
+* ``throughput-published.csv``: FLOP/s of one node per (instance type,
+  workload) = published samples/s x the sample's training FLOPs x accelerators.
+* ``utilisation-estimates.csv``: per workload, the fraction of peak FLOP/s the
+  published rows reach (their median), used to estimate a GPU without a
+  published row.
+
+GPU mapping (AWS accelerator -> Lambda row): V100 (p3) -> "LambdaCloud V100
+16GB"; A10G (g5) -> "LambdaCloud A10": the same GA102 chip, AWS's variant is
+close to but not identical with the A10 (clocks, power), so it is an
+approximation; A100 (p4d, 40 GB SXM4) -> "LambdaCloud A100 40GB PCIe", the row
+with the same memory: the SXM4 part runs at a higher power limit, so this
+understates p4d a little; A100-80GB (p4de) -> "A100 80GB SXM4"; H100 (p5) ->
+"H100 80GB SXM5". T4, L4, L40S and H200 have no row: estimated.
+
+Multi-GPU nodes: node FLOP/s = per-GPU FLOP/s x accelerator count, i.e. data
+parallelism inside a node is taken as linear (NVLink or PCIe all-reduce within
+one machine); the overhead model covers scaling across nodes.
+
+Samples: ResNet-50 rows are 224x224 images, FLOPs per image from deepvm's
+sample model (torch.utils.flop_counter, 24.299 GFLOP forward + backward).
+BERT rows are SQuAD fine-tuning sequences of 384 tokens: 212.0 GFLOP per
+sequence, counted the same way on BertForQuestionAnswering (BERT-base) at 384
+tokens; the FLOP/s so achieved is taken to carry over to deepvm's bert-base
+workload (masked LM, 128 tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS  # noqa: E402
+from deepvm.workloads import WORKLOADS  # noqa: E402
+
+SOURCES = ROOT / "datasets" / "sources"
+OUT = ROOT / "datasets"
+REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
+PRICE_SOURCE = "skypilot-catalog-v8@00148f2a"
+PRICE_DATE = "2025"  # year precision: the snapshot records no date (see the docstring)
+LOCAL_ZONE = re.compile(r"^[a-z]+\d-[a-z]+\d+-az\d+$")  # e.g. use1-atl2-az1
+
+LAMBDA_ROW = {
+    "V100": "LambdaCloud V100 16GB",
+    "A10G": "LambdaCloud A10",
+    "A100": "LambdaCloud A100 40GB PCIe",
+    "A100-80GB": "A100 80GB SXM4",
+    "H100": "H100 80GB SXM5",
+}
+# Peak dense FP16 FLOP/s of each Lambda GPU, to calibrate utilisation.
+LAMBDA_PEAK = {
+    "LambdaCloud V100 16GB": ACCELERATOR_PEAK_FLOPS["V100"],
+    "LambdaCloud A10": ACCELERATOR_PEAK_FLOPS["A10"],
+    "LambdaCloud A100 40GB PCIe": ACCELERATOR_PEAK_FLOPS["A100"],
+    "A100 80GB SXM4": ACCELERATOR_PEAK_FLOPS["A100-80GB"],
+    "H100 80GB SXM5": ACCELERATOR_PEAK_FLOPS["H100"],
+}
+# Lambda column -> (deepvm workload, training FLOPs per published sample).
+PUBLISHED = {
+    "resnet50_throughput": ("resnet50", WORKLOADS["resnet50"].train_flops_per_sample),
+    "bert_base_squad_throughput": ("bert-base", 212.0e9),
+}
+# Workloads without a published row take the calibration of the closest kind.
+CALIBRATED_LIKE = {
+    "resnet18": "resnet50",
+    "resnet50": "resnet50",
+    "vit-b16": "bert-base",
+    "gpt2": "bert-base",
+    "bert-base": "bert-base",
+    "tiny": "resnet50",
+}
+
+
+def read_source(path: Path) -> tuple[str, list[dict[str, str]]]:
+    """The ``# source:`` line and the rows of a copied public file."""
+    text = path.read_text()
+    lines = text.splitlines()
+    source = lines[0].removeprefix("# source:").strip() if lines[0].startswith("#") else ""
+    body = "\n".join(line for line in lines if not line.startswith("#"))
+    return source, list(csv.DictReader(io.StringIO(body)))
+
+
+def catalog_rows() -> list[dict[str, object]]:
+    _, vms = read_source(SOURCES / "aws-vms-skypilot-v8.csv")
+    _, spec_rows = read_source(SOURCES / "aws-instance-specs.csv")
+    specs = {r["instance_type"]: r for r in spec_rows}
+    by_key: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in vms:
+        if r["Region"] in REGIONS:
+            by_key.setdefault((r["Region"], r["InstanceType"]), []).append(r)
+    out = []
+    for (region, itype), zones in sorted(by_key.items()):
+        if itype not in specs:
+            raise SystemExit(f"{itype}: no row in aws-instance-specs.csv; add one")
+        ondemand = {float(z["Price"]) for z in zones if z["Price"]}
+        if not ondemand:
+            continue  # no on-demand price (p5e.48xlarge): not plannable
+        if len(ondemand) > 1:
+            raise SystemExit(f"{region} {itype}: several on-demand prices {sorted(ondemand)}")
+        spot = sorted(
+            (float(z["SpotPrice"]), z["AvailabilityZone"])
+            for z in zones
+            if z["SpotPrice"] and not LOCAL_ZONE.match(z["AvailabilityZone"])
+        )
+        first = zones[0]
+        accelerator = first["AcceleratorName"]
+        count = int(float(first["AcceleratorCount"] or 0))
+        spec = specs[itype]
+        peak = ACCELERATOR_PEAK_FLOPS[accelerator] * count if count else None
+        out.append(
+            {
+                "provider": "aws",
+                "region": region,
+                "instance_type": itype,
+                "quota_group": spec["quota_group"],
+                "vcpus": _number(first["vCPUs"]),
+                "memory_gib": _number(first["MemoryGiB"]),
+                "network_gbps": _number(spec["network_gbps"]),
+                "accelerator_name": accelerator,
+                "accelerator_count": count,
+                "accelerator_memory_gib": _number(spec["accelerator_memory_gib"]),
+                "peak_flops": f"{peak:.4g}" if peak else "",
+                "ondemand_price": _number(ondemand.pop()),
+                "spot_price": _number(spot[0][0]) if spot else "",
+                "spot_zone": spot[0][1] if spot else "",
+                "interruption_bucket": spec["interruption_bucket"] if count or spot else "",
+                "price_source": PRICE_SOURCE,
+                "price_date": PRICE_DATE,
+                "specs_source": "aws-docs (network: " + spec["network_note"] + ")",
+            }
+        )
+    return out
+
+
+def published_rows(catalog: list[dict[str, object]]) -> list[dict[str, object]]:
+    _, rows = read_source(SOURCES / "published-throughput-lambda.csv")
+    mixed = {r["gpu_label"]: r for r in rows if r["precision"] == "fp16"}
+    out = []
+    seen = set()
+    for row in catalog:
+        row_label = LAMBDA_ROW.get(str(row["accelerator_name"]))
+        if row_label is None or row["instance_type"] in seen:
+            continue
+        seen.add(row["instance_type"])
+        for column, (workload, flops_per_sample) in PUBLISHED.items():
+            per_gpu = float(mixed[row_label][column])
+            count = int(row["accelerator_count"])  # type: ignore[call-overload]
+            out.append(
+                {
+                    "instance_type": row["instance_type"],
+                    "workload": workload,
+                    "flops": f"{per_gpu * flops_per_sample * count:.10g}",
+                    "source": "published:lambda",
+                    "lambda_gpu": row_label,
+                    "samples_per_s_per_gpu": per_gpu,
+                    "accelerator_count": count,
+                }
+            )
+    return out
+
+
+def utilisation_rows() -> list[dict[str, object]]:
+    _, rows = read_source(SOURCES / "published-throughput-lambda.csv")
+    mixed = [r for r in rows if r["precision"] == "fp16" and r["gpu_label"] in LAMBDA_PEAK]
+    calibrated = {}
+    for column, (workload, flops_per_sample) in PUBLISHED.items():
+        shares = [float(r[column]) * flops_per_sample / LAMBDA_PEAK[r["gpu_label"]] for r in mixed]
+        calibrated[workload] = (statistics.median(shares), len(shares))
+    out = []
+    for workload, like in CALIBRATED_LIKE.items():
+        share, n = calibrated[like]
+        out.append(
+            {
+                "workload": workload,
+                "utilisation": f"{share:.4f}",
+                "basis": f"median of {n} published {like} rows (mixed precision)",
+            }
+        )
+    everything = statistics.median(share for share, _ in calibrated.values())
+    out.append(
+        {
+            "workload": "*",
+            "utilisation": f"{everything:.4f}",
+            "basis": "median of the published workloads' medians (any other workload)",
+        }
+    )
+    return out
+
+
+def _number(value: object) -> str:
+    return f"{float(value):.10g}"  # type: ignore[arg-type]
+
+
+def render(rows: list[dict[str, object]], header: str) -> str:
+    buffer = io.StringIO()
+    buffer.write(f"# source: {header}\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def outputs() -> dict[Path, str]:
+    vms_source, _ = read_source(SOURCES / "aws-vms-skypilot-v8.csv")
+    lambda_source, _ = read_source(SOURCES / "published-throughput-lambda.csv")
+    catalog = catalog_rows()
+    return {
+        OUT / "catalog-aws.csv": render(
+            catalog,
+            f"built by scripts/build_catalog.py from datasets/sources: prices {vms_source} "
+            "(snapshot date not recorded; 2025 or later); specs aws-instance-specs.csv",
+        ),
+        OUT / "throughput-published.csv": render(
+            published_rows(catalog),
+            f"built by scripts/build_catalog.py from {lambda_source} (fp16 rows)",
+        ),
+        OUT / "utilisation-estimates.csv": render(
+            utilisation_rows(),
+            f"built by scripts/build_catalog.py from {lambda_source} (fp16 rows)",
+        ),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
+    args = parser.parse_args()
+    stale = []
+    for path, text in outputs().items():
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)} ({text.count(chr(10)) - 2} rows)")
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python scripts/build_catalog.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
