@@ -30,17 +30,16 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     capsys.readouterr()
     recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
     assert not recs.duplicated(["snapshot_date", "scenario", "policy", "rank"]).any()
-    # a cheaper g4dn spot price the next day changes the fleet plan
-    cheaper = (
-        (ROOT / "datasets" / "catalog-aws-us-east-1.csv")
-        .read_text()
-        .replace(
-            "g4dn.xlarge,G,4,16,25,T4,1,16,6.5e13,0.526,0.1578",
-            "g4dn.xlarge,G,4,16,25,T4,1,16,6.5e13,0.526,0.0900",
-        )
-    )
-    catalog = tmp_path / "cheaper.csv"
-    catalog.write_text(cheaper)
+    # the next day p4d.24xlarge spot in us-east-1 costs 6x as much: the plan changes
+    shipped = (ROOT / "datasets" / "catalog-aws.csv").read_text().splitlines()
+    dearer = []
+    for line in shipped:
+        cells = line.split(",")
+        if cells[1:3] == ["us-east-1", "p4d.24xlarge"]:
+            cells[12] = f"{float(cells[12]) * 6:.4f}"
+        dearer.append(",".join(cells))
+    catalog = tmp_path / "dearer.csv"
+    catalog.write_text("\n".join(dearer) + "\n")
     assert (
         main(["nightly", "--store", store, "--date", "2026-12-02", "--source", str(catalog)]) == 0
     )
@@ -48,10 +47,12 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     assert "change report" in text
     changes = change_report(store, "2026-12-02").set_index("scenario")
     assert (changes["previous_date"] == "2026-12-01").all()
-    # The cost-objective job moves onto the cheaper g4dn; its cost falls.
+    # The cost-objective job leaves the dearer p4d spot nodes.
     row = changes.loc["resnet50-90-epochs-by-deadline"]
-    assert row["changed"] and "g4dn.xlarge" in row["new_cluster"]
-    assert row["new_hourly_cost"] < row["old_hourly_cost"]
+    assert "p4d.24xlarge" in row["old_cluster"] and "us-east-1" in row["old_cluster"]
+    assert row["changed"] and not (
+        "p4d.24xlarge" in row["new_cluster"] and "us-east-1" in row["new_cluster"]
+    )
     # The report compares the fleet plans the nights wrote.
     fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
     assert sorted(fleet["snapshot_date"].astype(str).unique()) == ["2026-12-01", "2026-12-02"]
