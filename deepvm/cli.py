@@ -909,11 +909,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         columns += [("flops_source", "F from"), ("scaling", "scaling model")]
         print(_table(recs, columns))
         if any(r["flops_source"] == "estimate" for r in recs):
-            share = inputs.published.share(result.workload)
             print(
-                f"F from 'estimate': no measurement or published figure; estimated as "
-                f"{share:.1%} of the accelerators' peak FLOP/s, the share the published "
-                f"figures reach on this workload (measure with --throughput FILE)."
+                "F from 'estimate': no measurement or published figure; the accelerators' "
+                "peak FLOP/s times the share of peak that the published GPU nearest in "
+                "peak reaches on this workload (measure with --throughput FILE)."
             )
         notes = result.measurements.describe()
         if notes:

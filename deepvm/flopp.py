@@ -13,7 +13,8 @@ scripts/build_catalog.py builds both files and documents the mapping.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,13 +44,20 @@ ANY_WORKLOAD = "*"
 @dataclass(frozen=True)
 class Published:
     """Published throughput per (instance type, workload) and, for the rest, the
-    fraction of peak FLOP/s each workload reaches (calibrated on the published rows)."""
+    fraction of peak FLOP/s each workload reaches on each published GPU."""
 
     table: Table  # instance_type, workload, flops, source
-    utilisation: Mapping[str, float]  # workload -> fraction of peak; "*": any other
+    # workload ("*": any other) -> (peak FLOP/s of a published GPU, fraction reached)
+    utilisation: Mapping[str, Sequence[tuple[float, float]]]
 
-    def share(self, workload: str) -> float:
-        return float(self.utilisation.get(workload, self.utilisation.get(ANY_WORKLOAD, 0.0)))
+    def share(self, workload: str, peak_per_accelerator: float) -> float:
+        """The fraction of peak a GPU of this peak reaches on ``workload``: that of
+        the published GPU nearest in peak (faster GPUs reach smaller fractions)."""
+        points = self.utilisation.get(workload) or self.utilisation.get(ANY_WORKLOAD) or ()
+        if not points or not peak_per_accelerator > 0:
+            return math.nan
+        distance = [abs(math.log(p / peak_per_accelerator)) for p, _ in points]
+        return float(points[distance.index(min(distance))][1])
 
 
 @functools.cache
@@ -59,7 +67,17 @@ def shipped_published() -> Published:
     from deepvm._datasets import dataset_path
 
     table = read_table(dataset_path(PUBLISHED_FILE), ("instance_type", "workload", "flops"), "t")
-    shares = read_table(dataset_path(UTILISATION_FILE), ("workload", "utilisation"), "u")
+    shares = read_table(
+        dataset_path(UTILISATION_FILE), ("workload", "peak_flops", "utilisation"), "u"
+    )
+    points: dict[str, list[tuple[float, float]]] = {}
+    for workload, peak, share in zip(
+        text_column(shares, "workload", "utilisation", key=""),
+        numeric_column(shares, "peak_flops", "utilisation", strictly_positive=True, key=""),
+        numeric_column(shares, "utilisation", "utilisation", minimum=0, key=""),
+        strict=True,
+    ):
+        points.setdefault(workload, []).append((float(peak), float(share)))
     return Published(
         Table(
             {
@@ -69,13 +87,7 @@ def shipped_published() -> Published:
                 "source": text_column(table, "source", "published"),
             }
         ),
-        dict(
-            zip(
-                text_column(shares, "workload", "utilisation", key=""),
-                numeric_column(shares, "utilisation", "utilisation", minimum=0, key=""),
-                strict=True,
-            )
-        ),
+        points,
     )
 
 
@@ -194,7 +206,9 @@ def node_throughput(
     published = published if published is not None else shipped_published()
     rows = catalog.gpu_rows
     types = catalog.table["instance_type"][rows]
-    flops = catalog.table["peak_flops"][rows].astype(float) * published.share(workload)
+    peak = catalog.table["peak_flops"][rows].astype(float)
+    count = np.maximum(catalog.table["accelerator_count"][rows].astype(float), 1.0)
+    flops = peak * np.array([published.share(workload, p) for p in peak / count])
     source = ["estimate"] * len(rows)
     layers: list[tuple[Table, str | None]] = [(published.table, None)]
     if measured is not None and len(measured):

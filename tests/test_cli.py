@@ -92,8 +92,9 @@ def test_recommend_throughput_is_model_times_flops(capsys):
         ]
         if r["flops_source"] == "estimate":  # peak x the share published figures reach
             assert (r["worker_type"], "resnet50") not in figures
-            peak = catalog.loc[(r["region"], r["worker_type"]), "peak_flops"]
-            f = peak * published.share("resnet50")
+            row = catalog.loc[(r["region"], r["worker_type"])]
+            per_gpu = row["peak_flops"] / row["accelerator_count"]
+            f = row["peak_flops"] * published.share("resnet50", per_gpu)
         else:
             f = figures[r["worker_type"], "resnet50"]
         assert r["throughput_flops"] == pytest.approx(f * model([r["n_workers"]])[0])
