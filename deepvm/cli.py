@@ -423,7 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--throughput", metavar="FILE")
     fl.add_argument("--region")
 
-    sub.add_parser("workloads", help="list the sample workloads")
+    wl = sub.add_parser("workloads", help="list the sample workloads (and your own)")
+    wl.add_argument(
+        "--workloads", metavar="FILE", help="also list the workloads this file declares"
+    )
 
     bn = sub.add_parser(
         "benchmark",
@@ -631,6 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
     nt.add_argument(
         "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
+    )
+    nt.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="your own workloads, which the scenarios file's jobs may name (see recommend)",
     )
     nt.add_argument(
         "--team-budget",
@@ -1227,16 +1235,18 @@ def cmd_flopp(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from deepvm.workloads import WORKLOADS
+    from deepvm.workloads import WORKLOADS, load_workloads
 
+    registry = load_workloads(args.workloads) if args.workloads else WORKLOADS
     rows = [
         {
             "name": w.name,
             "parameters": f"{w.parameters / 1e6:.1f}M",
             "checkpoint_gb": f"{w.checkpoint_gb:.3f}",
+            "memory": f"{w.accelerator_memory_gib:g}",
             "description": w.description,
         }
-        for w in WORKLOADS.values()
+        for w in registry.values()
     ]
     print(
         _table(
@@ -1245,6 +1255,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
                 ("name", "name"),
                 ("parameters", "parameters"),
                 ("checkpoint_gb", "checkpoint GB"),
+                ("memory", "GPU GiB needed"),
                 ("description", "description"),
             ],
         )
@@ -1471,8 +1482,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from deepvm.report import change_report_markdown
     from deepvm.scenarios import load_scenarios
     from deepvm.store import store_root
+    from deepvm.workloads import load_workloads
 
-    scenarios = load_scenarios(args.scenarios)
+    registry = load_workloads(args.workloads) if args.workloads else None
+    scenarios = load_scenarios(args.scenarios, registry)
     store = _writable_store(str(store_root(args.store)))
     assert store is not None
     report = nightly(
@@ -1484,6 +1497,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         skypilot_csv=args.skypilot_csv,
         timeout_s=args.timeout,
         team_budget=args.team_budget,
+        workloads=args.workloads,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:

@@ -211,6 +211,7 @@ def replan(
     scenarios: Sequence[Scenario],
     snapshot_date: str | None = None,
     region: str | None = None,
+    workloads: str | Path | None = None,
 ) -> list[PlanOutcome]:
     """Re-plan every job on the store's newest prices; one job's failure (an
     infeasible budget, say) is reported and the others still run."""
@@ -219,7 +220,7 @@ def replan(
     from deepvm.store_inputs import load_inputs
 
     date = snapshot_date or today()
-    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date)
+    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date, workloads=workloads)
     outcomes = []
     for job in scenarios:
         try:
@@ -241,6 +242,7 @@ def plan_fleet_stage(
     snapshot_date: str | None = None,
     region: str | None = None,
     team_budget: float | None = None,
+    workloads: str | Path | None = None,
 ) -> FleetPlan:
     """One plan for every registered job under the shared quotas (and the team
     budget), on the store's newest prices; written to the ``fleet`` table."""
@@ -249,7 +251,7 @@ def plan_fleet_stage(
     from deepvm.store_inputs import load_inputs
 
     date = snapshot_date or today()
-    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date)
+    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date, workloads=workloads)
     plan = plan_fleet([s.fleet_job() for s in scenarios], inputs, team_budget=team_budget)
     write_fleet(plan, store_uri, snapshot_date=date)
     return plan
@@ -346,6 +348,7 @@ def nightly(
     skypilot_csv: str | None = None,
     timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
     team_budget: float | None = None,
+    workloads: str | Path | None = None,
 ) -> NightlyReport:
     """All stages in order, for running without Prefect. Every table's rows are
     computed first and published together at the end (one store transaction): a
@@ -367,7 +370,9 @@ def nightly(
         report.flopp_files = compute_flopp(tx, [s.spec.workload for s in scenarios], date)
         fits = refit_if_new(tx)
         report.refitted = None if fits is None else len(fits)
-        report.plans = replan(tx, scenarios, date)
-        report.fleet = plan_fleet_stage(tx, scenarios, date, team_budget=team_budget)
+        report.plans = replan(tx, scenarios, date, workloads=workloads)
+        report.fleet = plan_fleet_stage(
+            tx, scenarios, date, team_budget=team_budget, workloads=workloads
+        )
         report.changes = change_report(tx, date)
     return report

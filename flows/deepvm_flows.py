@@ -52,6 +52,10 @@ TeamBudget = Annotated[
         description="the most all jobs' clusters may cost together, USD/h (default: none)",
     ),
 ]
+WorkloadsPath = Annotated[
+    str | None,
+    Field(description="your own workloads (CSV or TOML), which the jobs may name"),
+]
 PETA = 1e15
 DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
 ALL_POLICIES = PolicyName("all")
@@ -126,8 +130,9 @@ def replan_task(
     jobs: list[Scenario],
     snapshot_date: str | None,
     region: str | None = None,
+    workloads: str | None = None,
 ) -> list[pipeline.PlanOutcome]:
-    return pipeline.replan(store, jobs, snapshot_date, region)
+    return pipeline.replan(store, jobs, snapshot_date, region, workloads)
 
 
 @task(name="plan-job", cache_policy=NO_CACHE)
@@ -141,8 +146,11 @@ def plan_fleet_task(
     jobs: list[Scenario],
     snapshot_date: str | None,
     team_budget: float | None = None,
+    workloads: str | None = None,
 ) -> FleetPlan:
-    return pipeline.plan_fleet_stage(store, jobs, snapshot_date, team_budget=team_budget)
+    return pipeline.plan_fleet_stage(
+        store, jobs, snapshot_date, team_budget=team_budget, workloads=workloads
+    )
 
 
 @task(name="change-report", cache_policy=NO_CACHE)
@@ -351,6 +359,7 @@ def nightly(
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
     team_budget: TeamBudget = None,
+    workloads_path: WorkloadsPath = None,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
@@ -365,14 +374,17 @@ def nightly(
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
         team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
+        workloads_path: your own workloads (CSV or TOML), which the jobs may name.
     """
     from deepvm.scenarios import load_scenarios
+    from deepvm.workloads import load_workloads
 
     logger = get_run_logger()
     uri = _store(store)
     date = snapshot_date or pipeline.today()
     with _flow_names():
-        jobs = load_scenarios(scenarios_path)  # validate before touching the store
+        registry = load_workloads(workloads_path) if workloads_path else None
+        jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
         with Store.open(uri).transaction() as tx:
             prices = refresh_prices_task(tx, price_source, date, price_regions, price_timeout_s)
             if prices.failed:
@@ -384,8 +396,10 @@ def nightly(
                 )
             compute_flopp_task(tx, [j.spec.workload for j in jobs], date)
             refitted = refit_task(tx)
-            plans = replan_task(tx, jobs, date)
-            fleet_plan = cast(FleetPlan, plan_fleet_task(tx, jobs, date, team_budget))
+            plans = replan_task(tx, jobs, date, None, workloads_path)
+            fleet_plan = cast(
+                FleetPlan, plan_fleet_task(tx, jobs, date, team_budget, workloads_path)
+            )
             changes = cast(pd.DataFrame, change_report_task(tx, date))
     for p in plans:
         if p.error:
@@ -422,6 +436,7 @@ def fleet(
     team_budget: TeamBudget = None,
     store: StoreUri = None,
     snapshot_date: DateText = None,
+    workloads_path: WorkloadsPath = None,
 ) -> dict[str, object]:
     """One plan for every registered job under the account's shared quotas (and a
     team budget), on the store's newest prices; written to the store's ``fleet``
@@ -432,16 +447,19 @@ def fleet(
         team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         snapshot_date: plan on the prices of this date or before, YYYY-MM-DD (default: today).
+        workloads_path: your own workloads (CSV or TOML), which the jobs may name.
     """
     from deepvm.scenarios import load_scenarios
+    from deepvm.workloads import load_workloads
 
     uri = _store(store)
     date = snapshot_date or pipeline.today()
     with _flow_names():
-        jobs = load_scenarios(scenarios_path)
+        registry = load_workloads(workloads_path) if workloads_path else None
+        jobs = load_scenarios(scenarios_path, registry)
         if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
             refresh_prices_task(uri, "snapshot", date)
-        plan = cast(FleetPlan, plan_fleet_task(uri, jobs, date, team_budget))
+        plan = cast(FleetPlan, plan_fleet_task(uri, jobs, date, team_budget, workloads_path))
     create_markdown_artifact(
         key="deepvm-fleet",
         markdown=fleet_markdown(plan),

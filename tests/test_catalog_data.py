@@ -186,3 +186,21 @@ def test_provenance_dates_survive_a_nightly(tmp_path, capsys):
     assert all(keys <= set(r) for r in rows)
     assert {r["region"] for r in rows} == {"us-east-1", "us-west-2", "eu-west-1"}
     assert all(r["price_date"] == "2025" for r in rows)
+
+
+def test_nightly_plans_a_registered_job_of_a_users_workload(tmp_path, capsys):
+    workloads = tmp_path / "mine.toml"
+    workloads.write_text(
+        '[[workload]]\nname = "big-lm"\ntrain_flops_per_sample = 2e12\n'
+        "parameters = 1_000_000_000\naccelerator_memory_gib = 30\n"
+    )
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "lm"\nworkload = "big-lm"\nbudget = 40\n')
+    store = str(tmp_path / "s")
+    argv = ["nightly", "--store", store, "--scenarios", str(jobs), "--date", "2026-12-01"]
+    assert main([*argv, "--workloads", str(workloads), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (job,) = out["fleet"]["jobs"]
+    assert job["planned"] and job["worker_type"].startswith(("g6e", "p4", "p5"))  # >= 48 GiB
+    assert main(argv) == 2  # without the file the job's workload is unknown
+    assert "unknown workload 'big-lm'" in capsys.readouterr().err
