@@ -129,20 +129,20 @@ def refresh_prices(
 
 
 def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) -> PriceRefresh:
-    prices = store.read("prices")
-    if prices.empty:
+    dates = store.partitions("prices")
+    if not dates:
         raise PriceSourceError(
             f"price source {source!r} failed after {attempts} attempt(s) ({error}) and the "
             "store has no earlier snapshot to fall back to; check the network or the "
             "source's credentials, or run `deepvm prices refresh --source snapshot` first"
         )
-    same_day = prices[prices["snapshot_date"] == date]
-    if not same_day.empty:  # this date has prices already: keep them exactly as they are
+    if date in dates:  # this date has prices already: keep them exactly as they are
+        same_day = store.read("prices", partitions=[date])
         log.warning("price source %s failed; keeping %s's snapshot", source, date)
         return PriceRefresh(date, source, True, len(same_day), attempts, error, fallback_from=date)
-    earlier = prices[prices["snapshot_date"] < date]
-    newest = earlier["snapshot_date"].max() if not earlier.empty else prices["snapshot_date"].max()
-    carried = prices[prices["snapshot_date"] == newest].drop(columns="snapshot_date").copy()
+    earlier = [d for d in dates if d < date]
+    newest = earlier[-1] if earlier else dates[-1]
+    carried = store.read("prices", partitions=[newest]).drop(columns="snapshot_date").copy()
     carried["stale"] = True
     store.write("prices", carried, partition=date, name=source)
     log.warning("price source %s failed; carried %s's snapshot forward as stale", source, newest)
@@ -179,12 +179,10 @@ def refit_if_new(store_uri: StoreLike) -> list[object] | None:
     from deepvm.store_inputs import store_scaling
 
     store = Store.open(store_uri)
-    scaling = store.read("scaling")
-    if scaling.empty:
+    runs, fitted = store.partitions("scaling"), store.partitions("overhead_models")
+    if not runs:
         return None
-    fits = store.read("overhead_models")
-    newest_measurement = str(scaling["run_date"].max())
-    if not fits.empty and str(fits["fitted_date"].max()) > newest_measurement:
+    if fitted and fitted[-1] > runs[-1]:  # partition dates alone: nothing is read
         return None
     report = fit_all(store_scaling(store_uri))
     for warning in fit_warnings(report.fits):
@@ -291,7 +289,10 @@ def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.
     """Per job: tonight's fleet plan against the previous night's (the ``fleet``
     table): its cluster, cost and throughput, its value and what holds it back."""
     date = snapshot_date or today()
-    plans = Store.open(store_uri).read("fleet")
+    store = Store.open(store_uri)
+    # Tonight's plan and the previous night's: two partitions, whatever the history.
+    nights = [d for d in store.partitions("fleet") if d <= date][-2:]
+    plans = store.read("fleet", partitions=nights)
     rows = []
     for scenario, group in plans.groupby("scenario", sort=True):
         now = group[group["snapshot_date"] == date]

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -394,20 +394,49 @@ class Store:
             )
         )
 
-    def _files(self, table: str) -> dict[str, Path]:
-        """rel path -> file for every data file of the table, staged ones overlaid."""
+    def _files(self, table: str, partitions: Collection[str] | None = None) -> dict[str, Path]:
+        """rel path -> file for every data file of the table (of the given partition
+        values only, listing just their folders), staged ones overlaid."""
         folder = self.root / table
-        files = (
-            {str(p.relative_to(self.root)): p for p in folder.rglob("part-*.parquet")}
-            if folder.is_dir()
-            else {}
-        )
+        column = TABLES[table][0]
+        found: Iterable[Path]
+        if partitions is not None and column is not None:
+            folders = [folder / f"{column}={value}" for value in partitions]
+            found = [p for f in folders if f.is_dir() for p in f.glob("part-*.parquet")]
+        else:
+            found = folder.rglob("part-*.parquet") if folder.is_dir() else iter(())
+        files = {str(p.relative_to(self.root)): p for p in found}
         if self._tx is not None:
             prefix = f"{table}{os.sep}"
-            files.update(
-                {rel: path for rel, (path, _) in self._tx.staged.items() if rel.startswith(prefix)}
-            )
+            staged = {
+                rel: path for rel, (path, _) in self._tx.staged.items() if rel.startswith(prefix)
+            }
+            if partitions is not None and column is not None:
+                wanted = {f"{column}={value}" for value in partitions}
+                staged = {rel: p for rel, p in staged.items() if Path(rel).parent.name in wanted}
+            files.update(staged)
         return files
+
+    def partitions(self, table: str) -> list[str]:
+        """The table's partition values (dates), sorted, from folder names alone:
+        nothing is read. Staged partitions of an open transaction count."""
+        column = TABLES[table][0]
+        if column is None:
+            return []
+        folder = self.root / table
+        values = {
+            p.name.split("=", 1)[1]
+            for p in (folder.iterdir() if folder.is_dir() else ())
+            if p.name.startswith(f"{column}=") and any(p.glob("part-*.parquet"))
+        }
+        if self._tx is not None:
+            prefix = f"{table}{os.sep}"
+            values |= {
+                Path(rel).parent.name.split("=", 1)[1]
+                for rel in self._tx.staged
+                if rel.startswith(prefix)
+            }
+        return sorted(values)
 
     # --- transactions -------------------------------------------------------------
 
@@ -588,12 +617,13 @@ class Store:
                 columns.append(pa.nulls(len(data), f.type))
         return pa.Table.from_arrays(columns, schema=schema).to_pandas()
 
-    def read(self, table: str) -> pd.DataFrame:
-        """All partitions of a table as one DataFrame, the partition column included
-        (as a string). Empty, with the schema's columns, when nothing was written.
-        A file that is not this table's names itself in the StoreError raised."""
+    def read(self, table: str, partitions: Collection[str] | None = None) -> pd.DataFrame:
+        """All partitions of a table (or the given partition values only) as one
+        DataFrame, the partition column included (as a string). Empty, with the
+        schema's columns, when nothing was written. A file that is not this table's
+        names itself in the StoreError raised."""
         column, schema = TABLES[table]
-        files = self._files(table)
+        files = self._files(table, partitions)
         frames = []
         for rel in sorted(files):
             part = self._read_file(table, files[rel])

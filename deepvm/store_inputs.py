@@ -65,24 +65,24 @@ def catalog_from_store(
 ) -> Catalog:
     """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
     store = Store.open(store_uri)
-    prices = store.read("prices")
-    instances = store.read("instances")
-    if prices.empty or instances.empty:
+    # Only the snapshot used is read (docs/ARCHITECTURE.md, "The store"): a year of
+    # nights costs no more than one.
+    dates = store.partitions("prices")
+    if not dates or not store.has("instances"):
         raise DeepvmError(
             f"store {str(store_uri)!r} has no prices yet: run "
             "`deepvm nightly` or the refresh-prices flow first"
         )
-    if snapshot_date is not None:
-        first = str(prices["snapshot_date"].min())
-        prices = prices[prices["snapshot_date"] <= snapshot_date]
-        if prices.empty:
-            raise InputError(
-                f"store {str(store_uri)!r} has no prices on or before {snapshot_date}; its "
-                f"first snapshot is of {first}: plan on a later date or refresh prices "
-                f"for {snapshot_date}"
-            )
-    newest = prices["snapshot_date"].max()
-    snap = prices[prices["snapshot_date"] == newest]
+    candidates = [d for d in dates if snapshot_date is None or d <= snapshot_date]
+    if not candidates:
+        raise InputError(
+            f"store {str(store_uri)!r} has no prices on or before {snapshot_date}; its "
+            f"first snapshot is of {dates[0]}: plan on a later date or refresh prices "
+            f"for {snapshot_date}"
+        )
+    newest = candidates[-1]
+    snap = store.read("prices", partitions=[newest])
+    instances = store.read("instances")
     label = f"store:prices@{newest}"
     if "price_date" in snap and snap["price_date"].notna().any():
         dates = sorted(set(snap["price_date"].dropna().astype(str)))
