@@ -111,24 +111,25 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
     return target
 
 
+# Measurements and fits are appended, one file per run (Store.append): machines
+# benchmarking at once never overwrite each other; readers take the newest row per
+# key (deepvm.store_inputs).
+
+
 def write_benchmarks(df: pd.DataFrame, store_uri: StoreLike) -> Path:
-    """One file per machine and day; re-measuring a workload replaces its row."""
+    """One file per benchmark run; the newest run of a workload on a type is used."""
     name = str(df["instance_type"].iloc[0])
-    return Store.open(store_uri).upsert(
-        "benchmarks", df, partition=today_utc(), name=name, key=["workload"]
-    )
+    return Store.open(store_uri).append("benchmarks", df, partition=today_utc(), writer=name)
 
 
 def write_scaling(df: pd.DataFrame, store_uri: StoreLike) -> Path:
+    """One file per scaling run; the newest run of a group is fitted."""
     name = f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}"
-    return Store.open(store_uri).upsert(
-        "scaling", df, partition=today_utc(), name=name, key=["n_nodes"]
-    )
+    return Store.open(store_uri).append("scaling", df, partition=today_utc(), writer=name)
 
 
 def write_fits(fits: Sequence[Fit], store_uri: StoreLike) -> Path:
-    """``overhead_models`` rows of today; a refit of a group replaces its rows."""
+    """``overhead_models`` rows of one fit run; the newest fit of a group is used."""
     df = fits_frame(fits)
-    return Store.open(store_uri).upsert(
-        "overhead_models", df, partition=today_utc(), name="fits", key=["instance_type", "workload"]
-    )
+    df["fitted_at"] = pd.Timestamp(dt.datetime.now(dt.UTC))
+    return Store.open(store_uri).append("overhead_models", df, partition=today_utc(), writer="fits")

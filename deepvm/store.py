@@ -166,6 +166,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("r2", pa.float64()),
                 ("n_points", pa.int64()),
                 ("selected", pa.bool_()),
+                ("fitted_at", _ts),  # orders fits of one day (null in files before it)
             ]
         ),
     ),
@@ -270,6 +271,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
 STAGING_DIR = ".deepvm-staging"
 _PUBLISH = "PUBLISH.json"
 _LOCK = "lock"
+_GUARD = ".deepvm-staging.lock"  # the store-wide staging guard (a file at the root)
 _NAME_KEY = b"deepvm_name"
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
@@ -453,12 +455,15 @@ class Store:
         self.ensure_writable()
         self.recover()
         staging = self.root / STAGING_DIR / f"{uuid.uuid4().hex}"
-        try:
-            staging.mkdir(parents=True)
-            lock = open(staging / _LOCK, "wb")  # noqa: SIM115 - held for the whole block
-        except OSError as exc:
-            raise _os_error(exc, self.root, "writing to") from None
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        # Under the staging guard, so that no other writer's recover() sees the
+        # folder before its lock is held (and takes it for a dead writer's).
+        with self._staging_guard():
+            try:
+                staging.mkdir(parents=True)
+                lock = open(staging / _LOCK, "wb")  # noqa: SIM115 - held for the whole block
+            except OSError as exc:
+                raise _os_error(exc, self.root, "writing to") from None
+            fcntl.flock(lock, fcntl.LOCK_EX)
         tx = _Transaction(staging, lock)
         try:
             yield replace(self, _tx=tx)
@@ -466,7 +471,21 @@ class Store:
         finally:
             lock.close()
             shutil.rmtree(staging, ignore_errors=True)
-            self._remove_empty_staging()
+            with self._staging_guard():
+                self._remove_empty_staging()
+
+    @contextmanager
+    def _staging_guard(self) -> Iterator[None]:
+        """A store-wide lock around creating, scanning and removing staging folders
+        (held for milliseconds; writers still publish in parallel)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            guard = open(self.root / _GUARD, "ab")  # noqa: SIM115
+        except OSError as exc:
+            raise _os_error(exc, self.root, "writing to") from None
+        with guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            yield
 
     def _publish(self, tx: _Transaction) -> None:
         if not tx.staged:
@@ -487,6 +506,14 @@ class Store:
         table folders. Live writers (their lock held) are left alone."""
         staging = self.root / STAGING_DIR
         if staging.is_dir():
+            with self._staging_guard():
+                self._recover_staging(staging)
+        for pattern in ("*/.tmp-*.parquet", "*/*/.tmp-*.parquet"):  # deepvm <= 0.1 leftovers
+            for leftover in self.root.glob(pattern):
+                leftover.unlink(missing_ok=True)
+
+    def _recover_staging(self, staging: Path) -> None:
+        if staging.is_dir():
             for folder in staging.iterdir():
                 if not folder.is_dir():
                     continue
@@ -504,9 +531,6 @@ class Store:
                         _apply(self.root, json.loads(journal.read_text()))
                     shutil.rmtree(folder, ignore_errors=True)
             self._remove_empty_staging()
-        for pattern in ("*/.tmp-*.parquet", "*/*/.tmp-*.parquet"):  # deepvm <= 0.1 leftovers
-            for leftover in self.root.glob(pattern):
-                leftover.unlink(missing_ok=True)
 
     def _remove_empty_staging(self) -> None:
         with contextlib.suppress(OSError):
@@ -562,22 +586,14 @@ class Store:
                 "rename one of them (letters, digits, '.', '_' and '-' are kept as they are)"
             )
 
-    def upsert(
-        self, table: str, df: pd.DataFrame, *, partition: str | None, name: str, key: list[str]
-    ) -> Path:
-        """Like write, but rows of the existing file whose ``key`` the new rows do
-        not carry are kept: a re-run replaces what it measured again, nothing else."""
-        rel = self._rel(table, partition, name)
-        current = self._files(table).get(rel)
-        if current is not None:
-            old = self._read_file(table, current)
-            new_keys = set(map(tuple, df[key].astype(str).to_numpy()))
-            keep = [tuple(row) not in new_keys for row in old[key].astype(str).to_numpy()]
-            kept = old[keep]
-            df = pd.concat([kept, df], ignore_index=True) if len(kept) else df
+    def append(self, table: str, df: pd.DataFrame, *, partition: str | None, writer: str) -> Path:
+        """Write ``df`` as a new file of its own (``writer`` plus a unique suffix):
+        nothing is read or replaced, so any number of processes on any number of
+        machines can append to one table at once without losing rows. Readers
+        pick the newest row per key (docs/ARCHITECTURE.md, "The store")."""
+        check_name(writer, table)
+        name = f"{writer[: MAX_NAME_LENGTH - 14]}.{uuid.uuid4().hex[:12]}"
         return self.write(table, df, partition=partition, name=name)
-
-    # --- reading ------------------------------------------------------------------
 
     def has(self, table: str) -> bool:
         """Whether anything was written to ``table`` (without reading it)."""

@@ -112,7 +112,8 @@ def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
     df = df[df["selected"]]
     if df.empty:
         return None
-    df = df.sort_values("fitted_date").groupby(["instance_type", "workload"]).tail(1)
+    df = df.sort_values(["fitted_date", "fitted_at"], na_position="first", kind="stable")
+    df = df.groupby(["instance_type", "workload"]).tail(1)
     rows = []
     for r in df.to_dict("records"):
         params = json.loads(r["params"])

@@ -17,7 +17,7 @@ def tree_hash(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != ".deepvm-staging.lock"  # the empty store-wide guard
     }
 
 

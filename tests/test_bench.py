@@ -149,13 +149,18 @@ def test_measured_throughput_reaches_flopp_and_planner(capsys, tmp_path):
         assert rec["flops_source"] == "measured"
 
 
-def test_rerun_replaces_only_what_it_measured(capsys, tmp_path):
+def test_a_rerun_is_kept_and_the_newest_run_is_used(capsys, tmp_path):
+    from deepvm.store_inputs import latest_measurements
+
     store = str(tmp_path)
     args = ["benchmark", "--steps", "2", "--instance-type", "x", "--store", store, "--json"]
     assert main([*args, "--workload", "tiny"]) == 0
     assert main([*args, "--workload", "tiny"]) == 0
     rows = duckdb.sql(f"select * from '{store}/benchmarks/**/*.parquet'").df()
-    assert len(rows) == 1
+    assert len(rows) == 2  # each run its own file: nothing read back and rewritten
+    newest = rows.sort_values("measured_at").iloc[-1]
+    used = latest_measurements(store)
+    assert len(used) == 1 and used["flops"].iloc[0] == newest["achieved_flops"]
 
 
 def test_missing_extra_says_what_to_install(monkeypatch, capsys):
