@@ -511,6 +511,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
     show.add_argument("--json", action="store_true")
 
+    st = sub.add_parser("store", help="check a store")
+    sts = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    chk = sts.add_parser(
+        "check",
+        help="read every file, check its schema version, name the bad ones",
+        description="Read every file of every table of the store and check that it is that "
+        "table's, of this schema version. Exit status 1 when a file is bad (each is named, "
+        "with how to fix it).",
+    )
+    chk.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    chk.add_argument("--json", action="store_true", help="print one JSON object")
+
     sim = sub.add_parser("simulate", help="Monte Carlo checks of the analytic models")
     sims = sim.add_subparsers(dest="simulate_command", required=True, metavar="WHAT")
     pre = sims.add_parser(
@@ -1551,6 +1563,39 @@ def _regions(text: str | None) -> list[str] | None:
     return regions
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    from deepvm.store import check_store, store_root
+
+    root = store_root(args.store)
+    if not root.is_dir():
+        raise DeepvmError(f"store {str(root)!r} does not exist: give --store or $DEEPVM_STORE")
+    found = check_store(root)
+    if args.json:
+        _print_json(
+            {
+                "store": str(root),
+                "ok": found.ok,
+                "files": found.files,
+                "rows": found.rows,
+                "bad": found.bad,
+                "dead_staging": found.dead_staging,
+            }
+        )
+    else:
+        for table, count in found.files.items():
+            if count:
+                print(f"{table}: {count} files, {found.rows[table]} rows")
+        for line in found.bad:
+            print(f"BAD {line}")
+        if found.dead_staging:
+            print(
+                f"{found.dead_staging} staging folder(s) of dead writers: the next write "
+                "removes them"
+            )
+        print("ok" if found.ok else f"{len(found.bad)} bad file(s)")
+    return 0 if found.ok else 1
+
+
 def cmd_prices(args: argparse.Namespace) -> int:
     from deepvm.store import Store, store_root
 
@@ -1796,6 +1841,7 @@ COMMANDS = {
     "fit": cmd_fit,
     "nightly": cmd_nightly,
     "prices": cmd_prices,
+    "store": cmd_store,
     "simulate": cmd_simulate,
 }
 

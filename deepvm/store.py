@@ -659,6 +659,51 @@ class Store:
 StoreLike = str | os.PathLike[str] | Store
 
 
+@dataclass(frozen=True)
+class StoreCheck:
+    """What `deepvm store check` found: per table its files and rows, the files
+    that cannot be read as that table's (each with why and how to fix it), and
+    staging folders that dead writers left (the next writer removes them)."""
+
+    files: dict[str, int]
+    rows: dict[str, int]
+    bad: list[str]
+    dead_staging: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def check_store(uri: StoreLike) -> StoreCheck:
+    """Read every file of every table and check its schema version; reading stops
+    at nothing, so every bad file is named."""
+    store = Store.open(uri)
+    files: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    bad: list[str] = []
+    for table in TABLES:
+        found = store._files(table)
+        files[table] = len(found)
+        rows[table] = 0
+        for rel in sorted(found):
+            try:
+                rows[table] += len(store._read_file(table, found[rel]))
+            except StoreError as exc:
+                bad.append(str(exc))
+    staging = store.root / STAGING_DIR
+    dead = 0
+    if staging.is_dir():
+        for folder in staging.iterdir():
+            try:
+                with open(folder / _LOCK, "rb") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    dead += 1
+            except OSError:
+                continue  # a live writer, or no lock file
+    return StoreCheck(files, rows, bad, dead)
+
+
 def _apply(root: Path, journal: list[tuple[str, str]]) -> None:
     """The renames of a publication; each one atomic, the whole list idempotent."""
     for staged, rel in journal:

@@ -1,3 +1,5 @@
+import shutil
+
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -58,3 +60,28 @@ def test_env_store(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPVM_STORE", str(tmp_path / "env"))
     assert Store.open().root == tmp_path / "env"
     assert Store.open(f"file://{tmp_path}/x").root == tmp_path / "x"
+
+
+def test_store_check_names_every_bad_file(tmp_path, capsys):
+    import json
+
+    from deepvm.cli import main
+
+    store = tmp_path / "s"
+    assert main(["prices", "refresh", "--store", str(store), "--date", "2026-12-01"]) == 0
+    capsys.readouterr()
+    assert main(["store", "check", "--store", str(store), "--json"]) == 0
+    good = json.loads(capsys.readouterr().out)
+    assert good["ok"] and good["files"]["prices"] == 1 and good["rows"]["prices"] > 0
+    folder = store / "prices" / "snapshot_date=2026-12-02"
+    folder.mkdir(parents=True)
+    (folder / "part-torn.parquet").write_bytes(b"PAR1 not really")
+    foreign = store / "fleet" / "snapshot_date=2026-12-01"
+    foreign.mkdir(parents=True)
+    shutil.copy(next((store / "prices").rglob("part-*.parquet")), foreign / "part-x.parquet")
+    assert main(["store", "check", "--store", str(store), "--json"]) == 1
+    found = json.loads(capsys.readouterr().out)
+    assert not found["ok"] and len(found["bad"]) == 2
+    assert any("part-torn.parquet" in b and "not a readable Parquet" in b for b in found["bad"])
+    assert any("part-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
+    assert main(["store", "check", "--store", str(tmp_path / "none")]) == 2
