@@ -337,6 +337,84 @@ def benchmark(
     return frame.to_dict("records")
 
 
+@flow(name="benchmark-fleet", log_prints=True)
+def benchmark_fleet(
+    instance_types: Annotated[
+        list[str],
+        Field(
+            min_length=1,
+            description="instance types to measure: each on its work queue, named after it",
+        ),
+    ],
+    workloads: Annotated[
+        list[WorkloadName], Field(min_length=1, description="sample workloads to measure")
+    ] = [DEFAULT_WORKLOAD_CHOICE],  # noqa: B006
+    store: StoreUri = None,
+    deployment: Annotated[
+        str, Field(description="the benchmark deployment to run, flow/deployment")
+    ] = "benchmark/benchmark",
+    timeout_s: Annotated[
+        float, Field(gt=0, le=86400, description="how long to wait for every benchmark, s")
+    ] = 3600.0,
+) -> dict[str, object]:
+    """Measure each instance type on a machine of that type: run the benchmark
+    deployment once per type on the work queue named after it (where the workers of
+    machines of that type listen), wait for them all, then refit the overhead models
+    and recompute FLOPP.
+
+    Args:
+        instance_types: instance types to measure; each on its work queue, named after it.
+        workloads: sample workloads to measure.
+        store: store URI shared by every worker; default $DEEPVM_STORE.
+        deployment: the benchmark deployment to run, flow/deployment.
+        timeout_s: how long to wait for every benchmark, seconds.
+    """
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.deployments import run_deployment
+
+    logger = get_run_logger()
+    uri = _store(store)
+    Store.open(uri).ensure_writable()
+    parameters: dict[str, Any] = {"workloads": [str(w) for w in workloads], "store": uri}
+    runs = {
+        itype: cast(
+            FlowRun,
+            run_deployment(deployment, parameters=parameters, work_queue_name=itype, timeout=0),
+        ).id
+        for itype in instance_types
+    }
+    logger.info("benchmarks queued: %s", ", ".join(runs))
+    deadline = time.monotonic() + timeout_s
+    states: dict[str, str] = {}
+    with get_client(sync_client=True) as client:
+        while len(states) < len(runs) and time.monotonic() < deadline:
+            for itype, run_id in runs.items():
+                state = client.read_flow_run(run_id).state
+                if state is not None and state.is_final():
+                    states[itype] = state.type.value
+            time.sleep(1)
+    missing = [t for t in runs if t not in states]
+    failed = {t: s for t, s in states.items() if s != "COMPLETED"}
+    refitted = refit_task(uri)
+    catalog_workloads = [str(w) for w in workloads]
+    flopp_files = (
+        compute_flopp_task(uri, catalog_workloads, None) if Store.open(uri).has("prices") else []
+    )
+    if missing:
+        logger.error("no result within %.0f s from: %s", timeout_s, ", ".join(missing))
+    for itype, ended in failed.items():
+        logger.error("benchmark on %s ended %s", itype, ended)
+    if missing or failed:
+        raise RuntimeError(
+            f"benchmarks not completed: {', '.join([*missing, *failed])} (is a worker "
+            "listening on each type's queue?)"
+        )
+    return {"measured": list(runs), "refitted": refitted, "flopp_files": len(flopp_files)}
+
+
 @flow(name="fit-overhead", log_prints=True)
 def fit_overhead(store: StoreUri = None) -> int | None:
     return refit_task(_store(store))
@@ -485,5 +563,6 @@ if __name__ == "__main__":
         "fit-overhead": fit_overhead,
         "benchmark": benchmark,
         "fleet": fleet,
+        "benchmark-fleet": benchmark_fleet,
     }
     print(flows[name](store=os.environ.get("DEEPVM_STORE")))

@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 
 METADATA_TIMEOUT_S = 0.3
+ENV_INSTANCE_TYPE = "DEEPVM_INSTANCE_TYPE"
 AWS_DEFAULT_ENDPOINT = "http://169.254.169.254"
 GCP_DEFAULT_URL = "http://metadata.google.internal/computeMetadata/v1/instance/machine-type"
 AZURE_DEFAULT_URL = (
@@ -113,11 +114,13 @@ def memory_gib() -> float:
 
 
 def detect(instance_type: str | None = None, device: str = "cpu") -> Hardware:
-    """``instance_type`` wins; else cloud metadata; else ``local:<cpu model>``."""
+    """``instance_type`` wins; else $DEEPVM_INSTANCE_TYPE (what a worker started on
+    a machine of known type declares); else cloud metadata; else ``local:<cpu model>``."""
     import torch
 
     cpu = cpu_model()
-    name = instance_type or cloud_instance_type() or f"local:{cpu}"
+    declared = os.environ.get(ENV_INSTANCE_TYPE, "").strip() or None
+    name = instance_type or declared or cloud_instance_type() or f"local:{cpu}"
     if device.startswith("cuda"):
         accelerator = torch.cuda.get_device_name(0)
         count = torch.cuda.device_count()

@@ -23,6 +23,8 @@ SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# Instance types with a worker of their own (a machine of that type, in production).
+TYPE_QUEUES = ("g4dn.xlarge", "p3.2xlarge")
 PREFECT = shutil.which("prefect") or f"{sys.executable} -m prefect"
 
 
@@ -89,16 +91,23 @@ def server(tmp_path_factory):
         assert made.returncode == 0, made.stdout + made.stderr
         deployed = run("--no-prompt", "deploy", "--all")
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-        with open(home / "worker.log", "w") as wlog:
-            procs.append(
-                subprocess.Popen(
-                    [*PREFECT.split(), "worker", "start", "--pool", "deepvm-process"],
-                    env=env,
-                    cwd=ROOT,
-                    stdout=wlog,
-                    stderr=subprocess.STDOUT,
+        # The general worker takes the default queue; one worker per instance type
+        # takes that type's queue and declares the type (as on a machine of it).
+        workers = [("worker.log", "default", {})] + [
+            (f"worker-{t}.log", t, {"DEEPVM_INSTANCE_TYPE": t}) for t in TYPE_QUEUES
+        ]
+        for log_name, queue, extra in workers:
+            with open(home / log_name, "w") as wlog:  # the child keeps its own handle
+                command = [*PREFECT.split(), "worker", "start", "--pool", "deepvm-process"]
+                procs.append(
+                    subprocess.Popen(
+                        [*command, "--work-queue", queue],
+                        env={**env, **extra},
+                        cwd=ROOT,
+                        stdout=wlog,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
         yield api, store, home
     finally:
         for p in reversed(procs):
@@ -164,6 +173,7 @@ def test_deployments_exist_with_schedule(server):
         ("recommend", "recommend"),
         ("benchmark", "benchmark"),
         ("refresh-prices", "refresh-prices"),
+        ("benchmark-fleet", "benchmark-fleet"),
         ("fleet", "fleet"),
     ):
         dep = call("GET", f"{api}/deployments/name/{flow}/{name}").json()
@@ -213,3 +223,18 @@ def test_recommend_and_nightly_through_the_api(server):
         f"select * from '{store}/fleet/**/*.parquet' where snapshot_date = '2026-12-01'"
     ).df()
     assert set(fleet["scenario"]) == {j.name for j in load_scenarios()}
+
+
+def test_benchmark_fleet_runs_each_type_on_its_own_queue(server):
+    api, store, home = server
+    run = trigger(
+        api,
+        "benchmark-fleet",
+        "benchmark-fleet",
+        {"instance_types": list(TYPE_QUEUES), "workloads": ["tiny"], "timeout_s": 600},
+    )
+    assert wait_final(api, run, home, timeout=600) == "COMPLETED"
+    rows = duckdb.sql(f"select instance_type, status from '{store}/benchmarks/**/*.parquet'").df()
+    # Each worker recorded its own type: the run reached the queue named after it.
+    assert sorted(rows["instance_type"]) == sorted(TYPE_QUEUES)
+    assert set(rows["status"]) == {"ok"}
