@@ -621,9 +621,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     nt = sub.add_parser(
         "nightly",
-        help="refresh prices, FLOPP, refit, re-plan every registered job",
+        help="refresh prices, FLOPP, refit, re-plan every registered job, plan the fleet",
         description="The nightly run without Prefect: prices -> FLOPP -> refit (when there "
-        "are newer scaling runs) -> re-plan every job of the scenarios file -> change report.",
+        "are newer scaling runs) -> re-plan every job of the scenarios file -> one fleet "
+        "plan for all of them under the shared quotas -> change report.",
     )
     nt.add_argument(
         "--store", metavar="URI", help="the store (default: $DEEPVM_STORE, else ./deepvm-store)"
