@@ -255,6 +255,11 @@ def _add_job(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
     )
+    _add_time_limit(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_time_limit(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--time-limit",
         type=POSITIVE,
@@ -262,7 +267,6 @@ def _add_job(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -390,13 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan on this store's newest prices, benchmarks and fits (read only; "
         "default: $DEEPVM_STORE if set)",
     )
-    fl_.add_argument(
-        "--time-limit",
-        type=POSITIVE,
-        default=DEFAULT_TIME_LIMIT_S,
-        metavar="S",
-        help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
-    )
+    _add_time_limit(fl_)
     fl_.add_argument("--json", action="store_true", help="print one JSON object")
     _add_inputs(fl_)
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepvm.config import JobSpec
-from deepvm.planner.api import _planner
+from deepvm.planner.api import job_planner
 from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
 from deepvm.planner.exhaustive import enumerate_feasible
 from deepvm.planner.fleet_plan import FleetJob, plan_fleet, undominated
@@ -157,7 +157,7 @@ def test_fleet_plan_equals_brute_force(case):
     options, priorities, feasible_of = [], [], []
     for fj in jobs:
         fleet = inputs.fleet("resnet50")
-        planner, job = _planner(fj.spec, fleet, fj.budget, None)
+        planner, job = job_planner(fj.spec, fleet, fj.budget, None)
         objective = fj.spec.objective
         feasible = enumerate_feasible(
             planner.fleet, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES

@@ -180,9 +180,11 @@ def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
     return replace(spec or JobSpec(), **options)
 
 
-def _planner(
+def job_planner(
     spec: JobSpec, fleet: Fleet, budget_cap: float, checkpoint_costs: CheckpointCosts | None
 ) -> tuple[Planner, Job]:
+    """The planner of the job ``spec`` on ``fleet`` for budgets up to ``budget_cap``
+    (recommend, sweep and the fleet plan build it the same way)."""
     job = make_job(spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, fleet.workload_spec)
     costs = replace(checkpoint_costs or CheckpointCosts(), restart_s=spec.restart_s)
     planner = Planner(
@@ -225,7 +227,7 @@ def recommend(
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(spec.workload)
-    planner, job = _planner(spec, fleet, budget, checkpoint_costs)
+    planner, job = job_planner(spec, fleet, budget, checkpoint_costs)
     recs = planner.recommend(budget, chosen, spec.top)
     if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
         if spec.deadline_h is not None:
@@ -353,7 +355,7 @@ def sweep(
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(spec.workload)
-    planner, _ = _planner(spec, fleet, max(budgets), checkpoint_costs)
+    planner, _ = job_planner(spec, fleet, max(budgets), checkpoint_costs)
     rows: list[dict[str, Any]] = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:

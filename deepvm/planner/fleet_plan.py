@@ -38,7 +38,7 @@ import numpy as np
 from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec
 from deepvm.errors import DeepvmError, SolverError
 from deepvm.planner import architectures as arch
-from deepvm.planner.api import Inputs, _planner, job_spec
+from deepvm.planner.api import Inputs, job_planner, job_spec
 from deepvm.planner.candidates import TIERING, Config, cluster_words, violations
 from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
@@ -501,7 +501,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
             if spec.workload not in fleets:
                 fleets[spec.workload] = inputs.fleet(spec.workload)
             if spec not in planners:
-                planners[spec] = _planner(spec, fleets[spec.workload], caps[spec], None)[0]
+                planners[spec] = job_planner(spec, fleets[spec.workload], caps[spec], None)[0]
             planner = planners[spec]
             w.planner = planner
             found = planner.optimise("deepvm", w.job.budget, 1)
