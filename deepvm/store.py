@@ -469,8 +469,9 @@ class Store:
             yield replace(self, _tx=tx)
             self._publish(tx)
         finally:
-            lock.close()
+            # Removed while still locked: no other writer's recovery sees it unlocked.
             shutil.rmtree(staging, ignore_errors=True)
+            lock.close()
             with self._staging_guard():
                 self._remove_empty_staging()
 
@@ -508,9 +509,13 @@ class Store:
         if staging.is_dir():
             with self._staging_guard():
                 self._recover_staging(staging)
-        for pattern in ("*/.tmp-*.parquet", "*/*/.tmp-*.parquet"):  # deepvm <= 0.1 leftovers
-            for leftover in self.root.glob(pattern):
-                leftover.unlink(missing_ok=True)
+        # deepvm <= 0.1 left temporaries in the table folders (only those: staging
+        # folders come and go under other writers while this runs).
+        for table in TABLES:
+            for pattern in (".tmp-*.parquet", "*/.tmp-*.parquet"):
+                with contextlib.suppress(OSError):
+                    for leftover in (self.root / table).glob(pattern):
+                        leftover.unlink(missing_ok=True)
 
     def _recover_staging(self, staging: Path) -> None:
         if staging.is_dir():
@@ -527,8 +532,11 @@ class Store:
                     except OSError:
                         continue  # a live writer
                     journal = folder / _PUBLISH
-                    if journal.exists():
-                        _apply(self.root, json.loads(journal.read_text()))
+                    try:
+                        renames = json.loads(journal.read_text())
+                    except FileNotFoundError:
+                        renames = []  # not published (or its writer just cleaned up)
+                    _apply(self.root, renames)
                     shutil.rmtree(folder, ignore_errors=True)
             self._remove_empty_staging()
 
