@@ -26,7 +26,7 @@ from deepvm.errors import InputError
 from deepvm.overhead import MODEL_PARAMS, SpeedupModel, speedup
 
 if TYPE_CHECKING:
-    from deepvm.inputs import Table
+    from deepvm.tables import Table
 
 MIN_NODE_COUNTS = 3
 SELECT_RTOL = 0.05
@@ -75,7 +75,7 @@ def scaling_points(data: pd.DataFrame | Table, what: str = "scaling") -> pd.Data
 
     Needs ``duration_s`` or ``speedup``; with durations only, every group needs
     its n = 1 row. Errors name the row (1-based data row)."""
-    from deepvm.inputs import Table, as_table, numeric_column, reject_duplicates, text_column
+    from deepvm.tables import Table, as_table, numeric_column, reject_duplicates, text_column
 
     table = as_table(data)
     path = table.source_path
@@ -132,7 +132,7 @@ def scaling_points(data: pd.DataFrame | Table, what: str = "scaling") -> pd.Data
 
 
 def load_scaling(path: str | Path) -> pd.DataFrame:
-    from deepvm.inputs import read_table
+    from deepvm.tables import read_table
 
     return scaling_points(read_table(path, ("instance_type", "workload", "n_nodes"), "scaling"))
 

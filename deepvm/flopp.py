@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.catalog import Catalog
-from deepvm.inputs import (
+from deepvm.tables import (
     Table,
     as_table,
     concat,

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.errors import InputError
-from deepvm.inputs import Table, as_table
+from deepvm.tables import Table, as_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,7 +156,7 @@ class SaturationModel:
 
 def load_saturation(path: str | Path) -> SaturationModel:
     """A saturation file: bandwidth_gbps, workers (monotone, positive)."""
-    from deepvm.inputs import numeric_column, read_table
+    from deepvm.tables import numeric_column, read_table
 
     df = read_table(path, ("bandwidth_gbps", "workers"), "saturation")
     bw = numeric_column(df, "bandwidth_gbps", "saturation", strictly_positive=True, key="")
@@ -177,7 +177,7 @@ def load_overhead_table(path: str | Path, *, default_source: str | None = None) 
     """An overhead-model file: instance_type, workload, model and the model's
     parameters as columns (a, b, c / p / alpha, beta). ``*`` matches any instance
     type or workload. With a ``selected`` column only selected rows are kept."""
-    from deepvm.inputs import optional_text, read_table, reject_duplicates, text_column
+    from deepvm.tables import optional_text, read_table, reject_duplicates, text_column
 
     what = "overhead"
     table = read_table(path, OVERHEAD_COLUMNS, what)

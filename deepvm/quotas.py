@@ -12,7 +12,7 @@ import numpy as np
 
 from deepvm._datasets import dataset_path
 from deepvm.errors import InputError
-from deepvm.inputs import (
+from deepvm.tables import (
     Table,
     numeric_column,
     optional_text,

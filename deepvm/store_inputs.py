@@ -20,9 +20,9 @@ from deepvm.catalog.sources import catalog_from_tables
 from deepvm.errors import DeepvmError, InputError
 from deepvm.fitting import scaling_points
 from deepvm.flopp import THROUGHPUT_COLUMNS
-from deepvm.inputs import Table
 from deepvm.planner.api import InputFiles, Inputs, StoredInputs
 from deepvm.store import Store, StoreLike
+from deepvm.tables import Table
 
 
 def load_inputs(

@@ -124,7 +124,7 @@ def load_workloads(path: str | Path) -> dict[str, Workload]:
     optionally checkpoint_gb, samples_per_epoch, description. Returns the sample
     models with these added; a name may not reuse a sample model's."""
     from deepvm.errors import InputError
-    from deepvm.inputs import Table, numeric_column, read_table, reject_duplicates, text_column
+    from deepvm.tables import Table, numeric_column, read_table, reject_duplicates, text_column
 
     source = Path(path)
     what = "workloads"

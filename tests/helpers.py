@@ -99,8 +99,8 @@ def make_inputs(
     saturation: SaturationModel | None = None,
 ):  # type: ignore[no-untyped-def]
     """The planner's Inputs for a small catalog (what the fleet planner takes)."""
-    from deepvm.inputs import Table
     from deepvm.planner import Inputs
+    from deepvm.tables import Table
 
     catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
     return Inputs(

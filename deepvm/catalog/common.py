@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.errors import InputError
-from deepvm.inputs import (
+from deepvm.tables import (
     Table,
     numeric_column,
     optional_text,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from deepvm._datasets import dataset_path
 from deepvm.catalog.common import CATALOG_COLUMNS, Catalog, validate_catalog
-from deepvm.inputs import Table, optional_text, read_table
+from deepvm.tables import Table, optional_text, read_table
 
 SNAPSHOT_FILE = "catalog-aws.csv"
 

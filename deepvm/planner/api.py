@@ -19,7 +19,6 @@ from deepvm.flopp import (
     merge_measurements,
     shipped_published,
 )
-from deepvm.inputs import Table
 from deepvm.overhead import (
     SaturationModel,
     load_overhead_table,
@@ -42,6 +41,7 @@ from deepvm.planner.policies import (
     infeasible_budget_error,
 )
 from deepvm.quotas import Quotas, load_quotas
+from deepvm.tables import Table
 from deepvm.workloads import WORKLOADS, Workload, load_workloads
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ import numpy.typing as npt
 from deepvm.catalog import Catalog
 from deepvm.errors import InputError, UnknownWorkloadError
 from deepvm.flopp import NodeThroughput, Published, node_throughput
-from deepvm.inputs import Table, as_table
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
 from deepvm.quotas import Quotas
+from deepvm.tables import Table, as_table
 from deepvm.workloads import WORKLOADS, Workload
 
 GIB_TO_GB = 1.073741824

@@ -1,4 +1,4 @@
-"""deepvm.inputs reads CSVs without pandas: it must read what pandas reads."""
+"""deepvm.tables reads CSVs without pandas: it must read what pandas reads."""
 
 import math
 from pathlib import Path
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from deepvm.errors import InputError
-from deepvm.inputs import Table, numeric_column, read_table, text_column
+from deepvm.tables import Table, numeric_column, read_table, text_column
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "datasets").rglob("*.csv"))
