@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -467,7 +467,7 @@ def plan_fleet(
         picks.update(chosen)
         _check(work, picks, inputs, team_budget)
     plans = [_job_plan(w, picks, status, solve_s) for w in work]
-    usage = _usage(work, picks, inputs)
+    usage = _usage(work, picks)
     _explain(plans, work, picks, usage, team_budget, inputs)
     snapshot = inputs.catalog.snapshot
     return FleetPlan(
@@ -805,7 +805,7 @@ def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: fl
 
 
 def _usage(
-    work: list[_Job], picks: dict[str, Config | None], inputs: Inputs
+    work: list[_Job], picks: dict[str, Config | None]
 ) -> dict[QuotaKey, tuple[float, float]]:
     """Per quota key the shared jobs touch: (fleet vCPUs, solo plans' vCPUs)."""
     out: dict[QuotaKey, list[float]] = {}
@@ -855,10 +855,4 @@ def _explain(
             solo_cost = plan.solo.hourly_cost if plan.solo is not None else 0.0
             if total - mine_cost + solo_cost > team_budget * (1 + 1e-9) + 1e-9:
                 reasons.append("team budget")
-        plans[k] = _replace(plan, binding="; ".join(reasons) or None)
-
-
-def _replace(plan: JobPlan, **changes: Any) -> JobPlan:
-    from dataclasses import replace
-
-    return replace(plan, **changes)
+        plans[k] = replace(plan, binding="; ".join(reasons) or None)
