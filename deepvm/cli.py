@@ -1641,10 +1641,10 @@ def cmd_prices(args: argparse.Namespace) -> int:
                 f"{r.dropped} rows without a usable price dropped"
             )
         return 1 if r.failed else 0
-    prices = Store.open(store).read("prices")
-    if prices.empty:
+    dates = Store.open(store).partitions("prices")
+    if not dates:
         raise DeepvmError(f"store {store!r} has no prices: run `deepvm prices refresh`")
-    newest = prices[prices["snapshot_date"] == prices["snapshot_date"].max()]
+    newest = Store.open(store).read("prices", partitions=dates[-1:])  # that snapshot only
     if args.match:
         newest = newest[newest["instance_type"].str.contains(args.match, regex=False)]
     newest = newest.sort_values(["instance_type", "market", "usd_per_hour"])
@@ -1657,6 +1657,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
         "market",
         "usd_per_hour",
         "source",
+        "price_date",
         "stale",
     ]
     if args.json:
