@@ -1073,7 +1073,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from deepvm.scenarios import load_scenarios
 
     inputs = _inputs(args)
-    jobs = [s.fleet_job() for s in load_scenarios(args.scenarios, inputs.workloads)]
+    jobs = load_scenarios(args.scenarios, inputs.workloads)
     plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
     if plan.status != "optimal":
         raise SolverError(

@@ -28,6 +28,7 @@ from deepvm.config import (
     DEFAULT_PRICE_TIMEOUT_S,
 )
 from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
+from deepvm.planner.api import Inputs
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store import Store, StoreLike, check_date
@@ -210,6 +211,7 @@ def replan(
     snapshot_date: str | None = None,
     region: str | None = None,
     workloads: str | Path | None = None,
+    inputs: Inputs | None = None,
 ) -> list[PlanOutcome]:
     """Re-plan every job on the store's newest prices; one job's failure (an
     infeasible budget, say) is reported and the others still run."""
@@ -218,7 +220,9 @@ def replan(
     from deepvm.store_inputs import load_inputs
 
     date = snapshot_date or today()
-    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date, workloads=workloads)
+    inputs = inputs or load_inputs(
+        store=store_uri, region=region, snapshot_date=date, workloads=workloads
+    )
     outcomes = []
     for job in scenarios:
         try:
@@ -241,6 +245,7 @@ def plan_fleet_stage(
     region: str | None = None,
     team_budget: float | None = None,
     workloads: str | Path | None = None,
+    inputs: Inputs | None = None,
 ) -> FleetPlan:
     """One plan for every registered job under the shared quotas (and the team
     budget), on the store's newest prices; written to the ``fleet`` table."""
@@ -249,8 +254,10 @@ def plan_fleet_stage(
     from deepvm.store_inputs import load_inputs
 
     date = snapshot_date or today()
-    inputs = load_inputs(store=store_uri, region=region, snapshot_date=date, workloads=workloads)
-    plan = plan_fleet([s.fleet_job() for s in scenarios], inputs, team_budget=team_budget)
+    inputs = inputs or load_inputs(
+        store=store_uri, region=region, snapshot_date=date, workloads=workloads
+    )
+    plan = plan_fleet(scenarios, inputs, team_budget=team_budget)
     write_fleet(plan, store_uri, snapshot_date=date)
     return plan
 
@@ -354,6 +361,8 @@ def nightly(
     """All stages in order, for running without Prefect. Every table's rows are
     computed first and published together at the end (one store transaction): a
     night that fails part-way leaves the store as it was."""
+    from deepvm.store_inputs import load_inputs
+
     date = check_date(snapshot_date or today(), "snapshot_date")
     with Store.open(store_uri).transaction() as tx:
         prices = refresh_prices(
@@ -371,9 +380,9 @@ def nightly(
         report.flopp_files = compute_flopp(tx, [s.spec.workload for s in scenarios], date)
         fits = refit_if_new(tx)
         report.refitted = None if fits is None else len(fits)
-        report.plans = replan(tx, scenarios, date, workloads=workloads)
-        report.fleet = plan_fleet_stage(
-            tx, scenarios, date, team_budget=team_budget, workloads=workloads
-        )
+        # The night's inputs, read once for the solo plans and the fleet plan.
+        inputs = load_inputs(store=tx, snapshot_date=date, workloads=workloads)
+        report.plans = replan(tx, scenarios, date, inputs=inputs)
+        report.fleet = plan_fleet_stage(tx, scenarios, date, team_budget=team_budget, inputs=inputs)
         report.changes = change_report(tx, date)
     return report

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepvm._datasets import dataset_path
@@ -31,20 +30,9 @@ def scenario_key(param: str) -> str:
     return _KEYS.get(param, param)
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """A registered job: its name (a store file name), its budget and its spec;
-    ``priority`` weighs it in the fleet plan, and ``fleet`` False plans it alone
-    (it does not run at the same time as the others)."""
-
-    name: str
-    budget: float
-    spec: JobSpec = field(default_factory=JobSpec)
-    priority: float = 1.0
-    fleet: bool = True
-
-    def fleet_job(self) -> FleetJob:
-        return FleetJob(self.name, self.budget, self.spec, self.priority, shared=self.fleet)
+# A registered job is what the fleet plans: its name (a store file name), budget,
+# spec, priority and whether it runs alongside the others (the file's ``fleet``).
+Scenario = FleetJob
 
 
 def default_scenarios_path() -> Path:
@@ -139,4 +127,4 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scen
         raise InputError(f"{label}: {exc.render(scenario_key)}") from None
     if spec.objective == "cost" and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
-    return Scenario(name.strip(), float(budget), spec, float(priority), shared)
+    return Scenario(name.strip(), float(budget), spec, float(priority), shared=shared)

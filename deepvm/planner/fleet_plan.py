@@ -52,6 +52,11 @@ VALUE_RTOL = 1e-7
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
 SOLVER = "cvxpy/HIGHS fleet"
+# A job's cluster in the fleet plan's rows (None for each where it is unplanned).
+CLUSTER_FIELDS = (
+    "region", "zone", "architecture", "worker_type", "n_workers", "n_spot", "n_on_demand",
+    "remote_type", "n_remote", "hourly_cost", "throughput_flops",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -123,17 +128,7 @@ class JobPlan:
             "priority": self.priority,
             "shared": self.shared,
             "value": self.value,
-            "region": c.region if c else None,
-            "zone": c.zone if c else None,
-            "architecture": c.architecture if c else None,
-            "worker_type": c.worker_type if c else None,
-            "n_workers": c.n_workers if c else None,
-            "n_spot": c.n_spot if c else None,
-            "n_on_demand": c.n_on_demand if c else None,
-            "remote_type": c.remote_type if c else None,
-            "n_remote": c.n_remote if c else None,
-            "hourly_cost": c.hourly_cost if c else None,
-            "throughput_flops": c.throughput_flops if c else None,
+            **{k: getattr(c, k) if c else None for k in CLUSTER_FIELDS},
             "solo_throughput_flops": self.solo.throughput_flops if self.solo else None,
             "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
             "binding": self.binding,
