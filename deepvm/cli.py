@@ -509,7 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
     show.add_argument("--json", action="store_true")
 
-    st = sub.add_parser("store", help="check a store")
+    st = sub.add_parser("store", help="check or compact a store")
     sts = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     chk = sts.add_parser(
         "check",
@@ -520,6 +520,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
+    cpt = sts.add_parser(
+        "compact",
+        help="merge each finished month's daily files into one file per table",
+        description="Merge each month that ended before --before (default: today, so every "
+        "finished month) into one Parquet file per table, atomically; every row keeps its "
+        "date column, and DuckDB, pandas and polars read the store as before. Files in the "
+        "old day-folder layout are moved into month folders.",
+    )
+    cpt.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    cpt.add_argument(
+        "--before",
+        metavar="YYYY-MM-DD",
+        help="compact the months that ended before this date (default: today, UTC)",
+    )
+    cpt.add_argument("--json", action="store_true", help="print one JSON object")
 
     sim = sub.add_parser("simulate", help="Monte Carlo checks of the analytic models")
     sims = sim.add_subparsers(dest="simulate_command", required=True, metavar="WHAT")
@@ -830,7 +845,7 @@ def _writable_store(uri: str | None) -> str | None:
         return None
     from deepvm.store import Store
 
-    return str(Store.open(uri).ensure_writable().root)
+    return Store.open(uri).ensure_writable().uri
 
 
 def _hours(value: float) -> str:
@@ -1492,12 +1507,12 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from deepvm.pipeline import nightly
     from deepvm.report import change_report_markdown
     from deepvm.scenarios import load_scenarios
-    from deepvm.store import store_root
+    from deepvm.store import store_uri
     from deepvm.workloads import load_workloads
 
     registry = load_workloads(args.workloads) if args.workloads else None
     scenarios = load_scenarios(args.scenarios, registry)
-    store = _writable_store(str(store_root(args.store)))
+    store = _writable_store(store_uri(args.store))
     assert store is not None
     report = nightly(
         store,
@@ -1563,21 +1578,30 @@ def _regions(text: str | None) -> list[str] | None:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from deepvm.store import check_store, store_root
+    from deepvm.store import Store
 
-    root = store_root(args.store)
-    if not root.is_dir():
-        raise DeepvmError(f"store {str(root)!r} does not exist: give --store or $DEEPVM_STORE")
-    found = check_store(root)
+    store = Store.open(args.store)
+    if not store.exists():
+        raise DeepvmError(f"store {store.uri!r} does not exist: give --store or $DEEPVM_STORE")
+    if args.store_command == "compact":
+        return _store_compact(store, args)
+    return _store_check(store, args)
+
+
+def _store_check(store: Any, args: argparse.Namespace) -> int:
+    from deepvm.store import check_store
+
+    found = check_store(store)
     if args.json:
         _print_json(
             {
-                "store": str(root),
+                "store": store.uri,
                 "ok": found.ok,
                 "files": found.files,
                 "rows": found.rows,
                 "bad": found.bad,
                 "dead_staging": found.dead_staging,
+                "legacy_files": found.legacy_files,
             }
         )
     else:
@@ -1591,14 +1615,47 @@ def cmd_store(args: argparse.Namespace) -> int:
                 f"{found.dead_staging} staging folder(s) of dead writers: the next write "
                 "removes them"
             )
+        if found.legacy_files:
+            print(
+                f"{found.legacy_files} file(s) in the old day-folder layout: "
+                "`deepvm store compact` moves them (plain DuckDB globs need one layout)"
+            )
         print("ok" if found.ok else f"{len(found.bad)} bad file(s)")
     return 0 if found.ok else 1
 
 
-def cmd_prices(args: argparse.Namespace) -> int:
-    from deepvm.store import Store, store_root
+def _store_compact(store: Any, args: argparse.Namespace) -> int:
+    store.ensure_writable()
+    print(f"compacting {store.uri} ...", file=sys.stderr)
+    done = store.compact(before=args.before)
+    if args.json:
+        _print_json(
+            {
+                "store": store.uri,
+                "before": done.before,
+                "months": done.months,
+                "files_merged": done.files_merged,
+                "legacy_moved": done.legacy_moved,
+            }
+        )
+        return 0
+    for table, months in done.months.items():
+        if months:
+            print(
+                f"{table}: {done.files_merged[table]} files -> {len(months)} "
+                f"({', '.join(months)})"
+            )
+        if done.legacy_moved[table]:
+            print(f"{table}: {done.legacy_moved[table]} file(s) moved out of day folders")
+    if not done.changed:
+        print(f"nothing to compact: every month before {done.before[:7]} is one file already")
+    return 0
 
-    store = str(store_root(args.store))
+
+def cmd_prices(args: argparse.Namespace) -> int:
+    from deepvm.store import Store, store_uri
+
+    store = store_uri(args.store)
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
         from deepvm.pipeline import refresh_prices

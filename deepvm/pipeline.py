@@ -158,7 +158,7 @@ def compute_flopp(
     workloads: Sequence[str],
     snapshot_date: str | None = None,
     region: str | None = None,
-) -> list[Path]:
+) -> list[str]:
     """FLOPP rows per workload on the date's prices (every region, or ``region``)."""
     from deepvm.flopp import flopp_table
     from deepvm.results import write_flopp
@@ -337,7 +337,7 @@ def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.
 class NightlyReport:
     snapshot_date: str
     prices: PriceRefresh
-    flopp_files: list[Path] = field(default_factory=list)
+    flopp_files: list[str] = field(default_factory=list)
     refitted: int | None = None
     plans: list[PlanOutcome] = field(default_factory=list)
     fleet: FleetPlan | None = None

@@ -49,8 +49,8 @@ def write_recommendations(
     *,
     scenario: str | None = None,
     snapshot_date: str | None = None,
-) -> tuple[Path, pd.DataFrame]:
-    """Write one recommend run as ``recommendations/snapshot_date=D/part-<scenario>``;
+) -> tuple[str, pd.DataFrame]:
+    """Write one recommend run as ``recommendations/snapshot_month=M/part-D-<scenario>``;
     the same scenario on the same date replaces its rows, others stay. Returns the
     file and the rows written."""
     name = scenario or default_scenario(result)
@@ -75,8 +75,8 @@ def fleet_frame(plan: FleetPlan, *, run_id: str, created_at: dt.datetime) -> pd.
 
 def write_fleet(
     plan: FleetPlan, store_uri: StoreLike, *, snapshot_date: str | None = None
-) -> tuple[Path, pd.DataFrame]:
-    """Write a fleet plan as ``fleet/snapshot_date=D/part-fleet.parquet``; a re-run of
+) -> tuple[str, pd.DataFrame]:
+    """Write a fleet plan as ``fleet/snapshot_month=M/part-D-fleet.parquet``; a re-run of
     the date replaces it."""
     now = dt.datetime.now(dt.UTC)
     df = fleet_frame(plan, run_id=uuid.uuid4().hex, created_at=now)
@@ -89,7 +89,7 @@ def write_flopp(
     store_uri: StoreLike,
     snapshot: str,
     snapshot_date: str | None = None,
-) -> Path:
+) -> str:
     workload = str(df["workload"].iloc[0]) if len(df) else "empty"
     return Store.open(store_uri).write(
         "flopp", df, partition=snapshot_date or today_utc(), name=workload
@@ -116,19 +116,19 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
 # key (deepvm.store_inputs).
 
 
-def write_benchmarks(df: pd.DataFrame, store_uri: StoreLike) -> Path:
+def write_benchmarks(df: pd.DataFrame, store_uri: StoreLike) -> str:
     """One file per benchmark run; the newest run of a workload on a type is used."""
     name = str(df["instance_type"].iloc[0])
     return Store.open(store_uri).append("benchmarks", df, partition=today_utc(), writer=name)
 
 
-def write_scaling(df: pd.DataFrame, store_uri: StoreLike) -> Path:
+def write_scaling(df: pd.DataFrame, store_uri: StoreLike) -> str:
     """One file per scaling run; the newest run of a group is fitted."""
     name = f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}"
     return Store.open(store_uri).append("scaling", df, partition=today_utc(), writer=name)
 
 
-def write_fits(fits: Sequence[Fit], store_uri: StoreLike) -> Path:
+def write_fits(fits: Sequence[Fit], store_uri: StoreLike) -> str:
     """``overhead_models`` rows of one fit run; the newest fit of a group is used."""
     df = fits_frame(fits)
     df["fitted_at"] = pd.Timestamp(dt.datetime.now(dt.UTC))

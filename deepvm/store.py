@@ -1,15 +1,22 @@
-"""The Parquet store (docs/ARCHITECTURE.md, "The store"): one hive-partitioned dataset per table.
+"""The Parquet store (docs/ARCHITECTURE.md, "The store"): one Parquet dataset per
+table, in a local folder or under an object-store prefix (s3://bucket/prefix).
 
-Layout: ``<root>/<table>/<partition>=<value>/part-<name>.parquet``. Each file
-carries its table's explicit schema and ``schema_version`` in its metadata, and
-the writer's name (a scenario, an instance type) that its file name was made
-from. Every write is staged outside the table folders, under a name no reader's
-glob matches, and published by rename: a file is whole or absent, and a
-:meth:`Store.transaction` (the nightly run's date) is published whole or not at
-all. Writing the same (table, partition, name) again replaces that file, so
-re-running a stage never duplicates rows and never touches other partitions or
-other writers' files.
-Read with pandas, polars or DuckDB as-is::
+Layout, hive-partitioned by month, with the date a real column of every file::
+
+    <table>/<date column minus _date>_month=YYYY-MM/part-YYYY-MM-DD-<name>.parquet
+    <table>/<...>_month=YYYY-MM/part-compacted.parquet     (a compacted month)
+    instances/part-<name>.parquet
+
+``name`` is the writer's (a scenario, an instance type, a price source) made
+file-safe and recorded in the file's metadata. Every write is staged outside the
+table folders, under a name no reader's glob matches, and published by rename
+(on disk) or by copy after a journal (object stores): a file is whole or absent,
+and a :meth:`Store.transaction` (the nightly run's date) is published whole or
+rolled forward by the next writer. Writing the same (table, date, name) again
+replaces that writer's rows, so re-running a stage never duplicates rows and
+never touches other dates or other writers' files. :meth:`Store.compact` merges
+a finished month's daily files into one file. Read with pandas, polars or DuckDB
+as-is::
 
     duckdb.sql("select * from 'store/recommendations/**/*.parquet'")
 """
@@ -17,22 +24,23 @@ Read with pandas, polars or DuckDB as-is::
 from __future__ import annotations
 
 import contextlib
-import errno
+import datetime as dt
 import fcntl
 import json
 import os
-import shutil
+import re
 import tempfile
+import time
 import uuid
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import IO
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
 from deepvm.config import ENV_STORE as ENV_STORE
@@ -40,8 +48,12 @@ from deepvm.errors import InputError, StoreError
 from deepvm.names import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 from deepvm.names import check_date as check_date
 from deepvm.names import check_name, file_safe
+from deepvm.storage import Entry, Files, LocalFiles, ObjectFiles, open_files
 
-SCHEMA_VERSION = "1"
+# 2: the partition date is a column of every file, in month folders (1: day folders,
+# the date in the path only). Files of both versions are read.
+SCHEMA_VERSION = "2"
+READABLE_VERSIONS = ("1", "2")
 
 _ts = pa.timestamp("us", tz="UTC")
 _software = [
@@ -50,7 +62,7 @@ _software = [
     pa.field("deepvm_version", pa.string()),
 ]
 
-# table -> (partition column, schema of the columns stored in the files)
+# table -> (partition column, schema of the other columns stored in the files)
 TABLES: dict[str, tuple[str | None, pa.Schema]] = {
     "instances": (
         None,
@@ -264,76 +276,137 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
     ),
 }
 
-# Names that become file names: what a writer names its file (a scenario, an
-# instance type, a workload, a price source), made file-safe.
 # Work in progress lives here, outside every table folder, under names that no
 # reader's glob (``**/*.parquet``) matches; see docs/ARCHITECTURE.md "The store".
 STAGING_DIR = ".deepvm-staging"
+COMPACTED = "part-compacted.parquet"
 _PUBLISH = "PUBLISH.json"
 _LOCK = "lock"
 _GUARD = ".deepvm-staging.lock"  # the store-wide staging guard (a file at the root)
 _NAME_KEY = b"deepvm_name"
-_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
-_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+_PARTS_KEY = b"deepvm_parts"  # a compacted month: [date, file key, name, first row, end row]
+_DAY_FILE = re.compile(r"part-(\d{4}-\d{2}-\d{2})-(.+)\.parquet")
+_LEGACY_FILE = re.compile(r"part-(.+)\.parquet")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_MONTH = re.compile(r"\d{4}-\d{2}")
+# Object stores have no locks: a journal older than this belongs to a writer that
+# died while publishing (publishing takes seconds), and staging older than a day
+# without a journal to a writer that died before.
+ROLL_FORWARD_AFTER_S = 300.0
+ABANDONED_AFTER_S = 86_400.0
 
 
-def store_root(uri: str | os.PathLike[str] | None = None) -> Path:
-    """The store's root folder: ``uri``, else $DEEPVM_STORE, else ./deepvm-store."""
+def month_column(column: str) -> str:
+    """The month folder's hive key for a date column (``snapshot_date`` ->
+    ``snapshot_month``)."""
+    return column.removesuffix("_date") + "_month"
+
+
+def file_schema(table: str) -> pa.Schema:
+    """The schema of the table's files: its columns, then its date column."""
+    column, schema = TABLES[table]
+    return schema if column is None else schema.append(pa.field(column, pa.date32()))
+
+
+def store_uri(uri: str | os.PathLike[str] | None = None) -> str:
+    """The store's location: ``uri``, else $DEEPVM_STORE, else ./deepvm-store
+    (a local folder, a file:// URI, or an object-store URI such as s3://bucket/prefix)."""
     value = os.fspath(uri) if uri is not None else os.environ.get(ENV_STORE) or DEFAULT_STORE
-    if value.startswith("file://"):
-        value = value[len("file://") :]
-    elif "://" in value:
-        scheme = value.split("://", 1)[0]
-        raise StoreError(
-            f"store {value!r}: the {scheme}:// scheme is not supported; "
-            "use a local folder or a file:// URI"
-        )
     if not value.strip():
         raise StoreError("store path is empty: give a folder, e.g. --store ./deepvm-store")
-    return Path(value)
+    return value[len("file://") :] if value.startswith("file://") else value
 
 
-def to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
-    """The rows as an Arrow table of the table's schema (columns in schema order;
-    a missing column is an error, an extra one is dropped)."""
-    _, schema = TABLES[table]
+def to_arrow(table: str, df: pd.DataFrame, partition: str | None = None) -> pa.Table:
+    """The rows as an Arrow table of the table's file schema (columns in schema
+    order, then the date ``partition``; a missing column is an error, an extra one
+    is dropped)."""
+    column, schema = TABLES[table]
     missing = [f.name for f in schema if f.name not in df.columns]
     if missing:
         raise ValueError(f"{table} rows lack column(s) {', '.join(missing)}")
     arrow = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+    if column is not None:
+        if partition is None:
+            raise ValueError(f"table {table!r} rows need their {column}")
+        day = dt.date.fromisoformat(partition)
+        arrow = arrow.append_column(
+            pa.field(column, pa.date32()), pa.array([day] * len(arrow), pa.date32())
+        )
     return arrow.replace_schema_metadata({"schema_version": SCHEMA_VERSION, "table": table})
 
 
-def _os_error(exc: OSError, path: Path, doing: str) -> StoreError:
-    """An OS failure while using the store as one line that says what to do."""
-    if exc.errno in _DISK_FULL:
-        return StoreError(
-            f"no space left on the device while {doing} {str(path)!r}: free space "
-            "there or use another --store; nothing was published"
-        )
-    if exc.errno in _READ_ONLY:
-        return StoreError(
-            f"store {str(path)!r} is not writable ({exc.strerror}): fix its "
-            "permissions or use another --store"
-        )
-    return StoreError(f"{doing} {str(path)!r} failed: {exc.strerror or exc}")
+@dataclass(frozen=True)
+class _File:
+    """A data file of a table, as its path says."""
+
+    rel: str
+    kind: str  # "day", "month" (compacted), "legacy" (a version-1 day folder) or "flat"
+    date: str | None = None  # day and legacy files
+    key: str | None = None  # the writer's file-safe name (day, legacy, flat files)
+    month: str | None = None
+    source: str | None = None  # where to read it (a staged file in an open transaction)
+
+
+def _parse(table: str, rel: str) -> _File | None:
+    """What a path in the table's folder is (None: not a data file)."""
+    parts = rel.split("/")
+    if len(parts) < 2 or parts[0] != table:
+        return None
+    column = TABLES[table][0]
+    name = parts[-1]
+    if column is None:
+        hit = _LEGACY_FILE.fullmatch(name)
+        return _File(rel, "flat", key=hit[1]) if hit and len(parts) == 2 else None
+    if len(parts) != 3:
+        return None
+    folder_key, _, value = parts[1].partition("=")
+    if folder_key == month_column(column) and _MONTH.fullmatch(value):
+        if name == COMPACTED:
+            return _File(rel, "month", month=value)
+        hit = _DAY_FILE.fullmatch(name)
+        if hit and hit[1].startswith(value):
+            return _File(rel, "day", date=hit[1], key=hit[2], month=value)
+    elif folder_key == column and _DATE.fullmatch(value):
+        hit = _LEGACY_FILE.fullmatch(name)
+        if hit:
+            return _File(rel, "legacy", date=value, key=hit[1], month=value[:7])
+    return None
 
 
 class _Transaction:
     """Files staged by one writer, published together (see Store.transaction)."""
 
-    def __init__(self, folder: Path, lock: IO[bytes]) -> None:
-        self.folder = folder
+    def __init__(self, folder: str, lock: IO[bytes] | None) -> None:
+        self.folder = folder  # relative to the store's root
         self.lock = lock
-        self.staged: dict[str, tuple[Path, str]] = {}  # final rel path -> (staged file, name)
+        self.staged: dict[str, tuple[str, str]] = {}  # final rel -> (staged rel, name)
+        self.deletes: set[str] = set()  # published files this transaction removes
+        self.drop_parts: dict[str, set[tuple[str, str]]] = {}  # compacted rel -> (date, key)
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What :meth:`Store.compact` did: per table, the months merged into one file
+    and the files that were merged (or moved out of version-1 day folders)."""
+
+    before: str
+    months: dict[str, list[str]]
+    files_merged: dict[str, int]
+    legacy_moved: dict[str, int]
+
+    @property
+    def changed(self) -> bool:
+        return any(self.months.values()) or any(self.legacy_moved.values())
 
 
 @dataclass(frozen=True)
 class Store:
-    """A store rooted at a local folder. Inside :meth:`transaction`, writes are
-    staged and reads see them; they are published when the block ends."""
+    """A store in a local folder or under an object-store prefix. Inside
+    :meth:`transaction`, writes are staged and reads see them; they are
+    published when the block ends."""
 
-    root: Path
+    files: Files
     _tx: _Transaction | None = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -342,103 +415,148 @@ class Store:
         a caller's transaction). Raises StoreError when the path cannot be a store."""
         if isinstance(uri, Store):
             return uri
-        store = cls(store_root(uri))
+        store = cls(open_files(store_uri(uri)))
         store._check_path()
         return store
+
+    @property
+    def uri(self) -> str:
+        """Where the store is, as the user gave it (a folder or a URI)."""
+        return self.files.uri
+
+    @property
+    def local(self) -> bool:
+        return self.files.local
+
+    def exists(self) -> bool:
+        """Whether anything is there (a folder, or objects under the prefix)."""
+        if isinstance(self.files, LocalFiles):
+            return self.files.root.is_dir()
+        try:
+            return bool(self.files.listdir(""))
+        except OSError as exc:
+            raise self.files.error(exc, "", "listing") from None
 
     # --- checks -------------------------------------------------------------------
 
     def _check_path(self) -> None:
-        if self.root.exists() and not self.root.is_dir():
+        if not isinstance(self.files, LocalFiles):
+            return  # an object store: checked by ensure_writable's probe
+        root = self.files.root
+        if root.exists() and not root.is_dir():
             raise StoreError(
-                f"store {str(self.root)!r} is a file, not a folder: give a folder with --store"
+                f"store {str(root)!r} is a file, not a folder: give a folder with --store"
             )
-        above = self.root.parent
+        above = root.parent
         while not above.exists() and above != above.parent:
             above = above.parent
         if above.exists() and not above.is_dir():
             raise StoreError(
-                f"store {str(self.root)!r} is under {str(above)!r}, which is a file: "
+                f"store {str(root)!r} is under {str(above)!r}, which is a file: "
                 "give a folder with --store"
             )
 
     def ensure_writable(self) -> Store:
-        """Check, before any work, that writes can land here; creates nothing."""
+        """Check, before any work, that writes can land here; leaves nothing behind."""
         self._check_path()
-        target = self.root
+        if not isinstance(self.files, LocalFiles):
+            probe = f"{STAGING_DIR}/probe-{uuid.uuid4().hex}"
+            try:
+                self.files.write_bytes(probe, b"")
+                self.files.delete(probe)
+            except OSError as exc:
+                raise self.files.error(exc, "", "writing to") from None
+            return self
+        root = self.files.root
+        target = root
         while not target.exists() and target != target.parent:
             target = target.parent
         if not os.access(target, os.W_OK | os.X_OK):
             raise StoreError(
-                f"store {str(self.root)!r} is not writable ({str(target)!r} is read-only): "
+                f"store {str(root)!r} is not writable ({str(target)!r} is read-only): "
                 "fix its permissions or use another --store"
             )
-        if target == self.root:  # root bypasses permission bits: try for real
+        if target == root:  # root bypasses permission bits: try for real
             try:
-                fd, probe = tempfile.mkstemp(prefix=".deepvm-probe-", suffix=".partial", dir=target)
+                fd, probe_path = tempfile.mkstemp(
+                    prefix=".deepvm-probe-", suffix=".partial", dir=target
+                )
                 os.close(fd)
-                os.unlink(probe)
+                os.unlink(probe_path)
             except OSError as exc:
-                raise _os_error(exc, self.root, "writing to") from None
+                raise self.files.error(exc, "", "writing to") from None
         return self
 
     # --- layout -------------------------------------------------------------------
 
-    def partition_dir(self, table: str, value: str | None) -> Path:
-        column, _ = TABLES[table]
-        base = self.root / table
-        return base if column is None else base / f"{column}={value}"
-
-    def _rel(self, table: str, partition: str | None, name: str) -> str:
-        return str(
-            (self.partition_dir(table, partition) / f"part-{file_safe(name)}.parquet").relative_to(
-                self.root
-            )
-        )
-
-    def _files(self, table: str, partitions: Collection[str] | None = None) -> dict[str, Path]:
-        """rel path -> file for every data file of the table (of the given partition
-        values only, listing just their folders), staged ones overlaid."""
-        folder = self.root / table
+    def _rel(self, table: str, partition: str | None, key: str) -> str:
         column = TABLES[table][0]
-        found: Iterable[Path]
-        if partitions is not None and column is not None:
-            folders = [folder / f"{column}={value}" for value in partitions]
-            found = [p for f in folders if f.is_dir() for p in f.glob("part-*.parquet")]
-        else:
-            found = folder.rglob("part-*.parquet") if folder.is_dir() else iter(())
-        files = {str(p.relative_to(self.root)): p for p in found}
+        if column is None or partition is None:
+            return f"{table}/part-{key}.parquet"
+        return f"{table}/{month_column(column)}={partition[:7]}/part-{partition}-{key}.parquet"
+
+    def _month_rel(self, table: str, month: str) -> str:
+        column = TABLES[table][0]
+        assert column is not None
+        return f"{table}/{month_column(column)}={month}/{COMPACTED}"
+
+    def _published(self, table: str, partitions: Collection[str] | None) -> list[str]:
+        """Paths of the table's published files (listing only the month folders, and
+        any version-1 day folders, of the given dates)."""
+        column = TABLES[table][0]
+        if column is None or partitions is None:
+            return self.files.walk(table)
+        months = sorted({p[:7] for p in partitions})
+        folders = [f"{table}/{month_column(column)}={m}" for m in months]
+        if any(e.is_dir and e.name.startswith(f"{column}=") for e in self.files.listdir(table)):
+            folders += [f"{table}/{column}={p}" for p in sorted(partitions)]
+        return [f"{f}/{e.name}" for f in folders for e in self.files.listdir(f) if not e.is_dir]
+
+    def _listing(self, table: str, partitions: Collection[str] | None = None) -> list[_File]:
+        """The table's data files (of the given dates only), staged ones overlaid and
+        files this transaction removes left out."""
+        found: dict[str, _File] = {}
+        for rel in self._published(table, partitions):
+            parsed = _parse(table, rel)
+            if parsed is not None:
+                found[rel] = parsed
         if self._tx is not None:
-            prefix = f"{table}{os.sep}"
-            staged = {
-                rel: path for rel, (path, _) in self._tx.staged.items() if rel.startswith(prefix)
-            }
-            if partitions is not None and column is not None:
-                wanted = {f"{column}={value}" for value in partitions}
-                staged = {rel: p for rel, p in staged.items() if Path(rel).parent.name in wanted}
-            files.update(staged)
-        return files
+            for rel in self._tx.deletes:
+                found.pop(rel, None)
+            for rel, (staged, _) in self._tx.staged.items():
+                parsed = _parse(table, rel)
+                if parsed is not None:
+                    found[rel] = replace(parsed, source=staged)
+        files = list(found.values())
+        if partitions is not None and TABLES[table][0] is not None:
+            wanted = set(partitions)
+            months = {p[:7] for p in wanted}
+            files = [
+                f for f in files if (f.month in months if f.kind == "month" else f.date in wanted)
+            ]
+        return sorted(files, key=lambda f: f.rel)
 
     def partitions(self, table: str) -> list[str]:
-        """The table's partition values (dates), sorted, from folder names alone:
-        nothing is read. Staged partitions of an open transaction count."""
-        column = TABLES[table][0]
-        if column is None:
+        """The table's dates, sorted, from file names (and a compacted month's
+        footer): no rows are read. Staged dates of an open transaction count."""
+        if TABLES[table][0] is None:
             return []
-        folder = self.root / table
-        values = {
-            p.name.split("=", 1)[1]
-            for p in (folder.iterdir() if folder.is_dir() else ())
-            if p.name.startswith(f"{column}=") and any(p.glob("part-*.parquet"))
-        }
-        if self._tx is not None:
-            prefix = f"{table}{os.sep}"
-            values |= {
-                Path(rel).parent.name.split("=", 1)[1]
-                for rel in self._tx.staged
-                if rel.startswith(prefix)
-            }
-        return sorted(values)
+        dates: set[str] = set()
+        for f in self._listing(table):
+            if f.kind == "month":
+                dates |= {part[0] for part in self._parts(f)}
+            elif f.date is not None:
+                dates.add(f.date)
+        return sorted(dates)
+
+    def _parts(self, f: _File) -> list[list]:
+        try:
+            meta = self.files.read_metadata(f.source or f.rel)
+        except (OSError, pa.ArrowException):
+            raise StoreError(
+                f"store file {self.files.location(f.rel)!r} is not a readable Parquet file: {_FIX}"
+            ) from None
+        return list(json.loads(meta.get(_PARTS_KEY, b"[]")))
 
     # --- transactions -------------------------------------------------------------
 
@@ -448,111 +566,150 @@ class Store:
         the block ends without an error, drop them all when it raises. A writer
         killed while staging leaves nothing a reader sees; one killed while
         publishing is rolled forward by the next writer (its journal lists the
-        renames)."""
+        moves)."""
         if self._tx is not None:  # nested: part of the enclosing transaction
             yield self
             return
         self.ensure_writable()
         self.recover()
-        staging = self.root / STAGING_DIR / f"{uuid.uuid4().hex}"
-        # Under the staging guard, so that no other writer's recover() sees the
-        # folder before its lock is held (and takes it for a dead writer's).
-        with self._staging_guard():
-            try:
-                staging.mkdir(parents=True)
-                lock = open(staging / _LOCK, "wb")  # noqa: SIM115 - held for the whole block
-            except OSError as exc:
-                raise _os_error(exc, self.root, "writing to") from None
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        tx = _Transaction(staging, lock)
+        folder = f"{STAGING_DIR}/{uuid.uuid4().hex}"
+        lock: IO[bytes] | None = None
+        if isinstance(self.files, LocalFiles):
+            # Under the staging guard, so that no other writer's recover() sees the
+            # folder before its lock is held (and takes it for a dead writer's).
+            with self._staging_guard():
+                try:
+                    self.files.path(folder).mkdir(parents=True)
+                    lock = open(self.files.path(f"{folder}/{_LOCK}"), "wb")  # noqa: SIM115
+                except OSError as exc:
+                    raise self.files.error(exc, "", "writing to") from None
+                fcntl.flock(lock, fcntl.LOCK_EX)
+        tx = _Transaction(folder, lock)
         try:
             yield replace(self, _tx=tx)
             self._publish(tx)
         finally:
             # Removed while still locked: no other writer's recovery sees it unlocked.
-            shutil.rmtree(staging, ignore_errors=True)
-            lock.close()
-            with self._staging_guard():
-                self._remove_empty_staging()
+            with contextlib.suppress(OSError):
+                self.files.delete_dir(folder)
+            if lock is not None:
+                lock.close()
+                with self._staging_guard():
+                    self._remove_empty_staging()
 
     @contextmanager
     def _staging_guard(self) -> Iterator[None]:
         """A store-wide lock around creating, scanning and removing staging folders
-        (held for milliseconds; writers still publish in parallel)."""
+        (held for milliseconds; writers still publish in parallel). Local only."""
+        assert isinstance(self.files, LocalFiles)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            guard = open(self.root / _GUARD, "ab")  # noqa: SIM115
+            self.files.root.mkdir(parents=True, exist_ok=True)
+            guard = open(self.files.path(_GUARD), "ab")  # noqa: SIM115
         except OSError as exc:
-            raise _os_error(exc, self.root, "writing to") from None
+            raise self.files.error(exc, "", "writing to") from None
         with guard:
             fcntl.flock(guard, fcntl.LOCK_EX)
             yield
 
     def _publish(self, tx: _Transaction) -> None:
-        if not tx.staged:
+        if not tx.staged and not tx.deletes and not tx.drop_parts:
             return
-        journal = [(str(path), rel) for rel, (path, _) in tx.staged.items()]
+        moves = [[staged, rel] for rel, (staged, _) in tx.staged.items()]
+        deletes = set(tx.deletes)
+        for rel, dropped in tx.drop_parts.items():  # compacted months that lose rewritten days
+            if rel in tx.staged:
+                continue
+            kept = self._month_without(rel, dropped)
+            if kept is None:
+                deletes.add(rel)
+            else:
+                staged = f"{tx.folder}/{len(moves)}-compacted.parquet.partial"
+                self._stage_table(staged, kept)
+                moves.append([staged, rel])
+        journal = {"moves": moves, "deletes": sorted(deletes)}
         try:
-            with open(tx.folder / _PUBLISH, "w") as f:
-                json.dump(journal, f)
-                f.flush()
-                os.fsync(f.fileno())
+            self.files.write_bytes(f"{tx.folder}/{_PUBLISH}", json.dumps(journal).encode())
         except OSError as exc:
-            raise _os_error(exc, self.root, "publishing to") from None
-        _apply(self.root, journal)
+            raise self.files.error(exc, "", "publishing to") from None
+        _apply(self.files, journal)
 
     def recover(self) -> None:
         """Finish publications a killed writer left half done; drop the staging
-        folders of dead writers; remove temporaries older versions left in the
-        table folders. Live writers (their lock held) are left alone."""
-        staging = self.root / STAGING_DIR
-        if staging.is_dir():
-            with self._staging_guard():
-                self._recover_staging(staging)
-        # deepvm <= 0.1 left temporaries in the table folders (only those: staging
-        # folders come and go under other writers while this runs).
-        for table in TABLES:
-            for pattern in (".tmp-*.parquet", "*/.tmp-*.parquet"):
-                with contextlib.suppress(OSError):
-                    for leftover in (self.root / table).glob(pattern):
-                        leftover.unlink(missing_ok=True)
+        of dead writers; remove temporaries older versions left in the table
+        folders. Live writers are left alone."""
+        if isinstance(self.files, LocalFiles):
+            if self.files.path(STAGING_DIR).is_dir():
+                with self._staging_guard():
+                    self._recover_local()
+            # deepvm <= 0.1 left temporaries in the table folders (only those: staging
+            # folders come and go under other writers while this runs).
+            for table in TABLES:
+                for pattern in (".tmp-*.parquet", "*/.tmp-*.parquet"):
+                    with contextlib.suppress(OSError):
+                        for leftover in self.files.path(table).glob(pattern):
+                            leftover.unlink(missing_ok=True)
+        else:
+            self._recover_object()
 
-    def _recover_staging(self, staging: Path) -> None:
-        if staging.is_dir():
-            for folder in staging.iterdir():
-                if not folder.is_dir():
-                    continue
+    def _recover_local(self) -> None:
+        assert isinstance(self.files, LocalFiles)
+        for entry in self.files.listdir(STAGING_DIR):
+            if not entry.is_dir:
+                continue
+            folder = f"{STAGING_DIR}/{entry.name}"
+            try:
+                lock = open(self.files.path(f"{folder}/{_LOCK}"), "ab")  # noqa: SIM115
+            except OSError:
+                continue
+            with lock:
                 try:
-                    lock = open(folder / _LOCK, "ab")  # noqa: SIM115
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
-                    continue
-                with lock:
-                    try:
-                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except OSError:
-                        continue  # a live writer
-                    journal = folder / _PUBLISH
-                    try:
-                        renames = json.loads(journal.read_text())
-                    except FileNotFoundError:
-                        renames = []  # not published (or its writer just cleaned up)
-                    _apply(self.root, renames)
-                    shutil.rmtree(folder, ignore_errors=True)
-            self._remove_empty_staging()
+                    continue  # a live writer
+                self._roll_forward(folder)
+        self._remove_empty_staging()
+
+    def _recover_object(self) -> None:
+        for entry in self.files.listdir(STAGING_DIR):
+            folder = f"{STAGING_DIR}/{entry.name}"
+            if not entry.is_dir:  # a probe object left by a killed check
+                if time.time() - entry.mtime > ABANDONED_AFTER_S:
+                    self.files.delete(folder)
+                continue
+            inside = self.files.listdir(folder)
+            journal = [e for e in inside if e.name == _PUBLISH]
+            if journal and time.time() - journal[0].mtime > ROLL_FORWARD_AFTER_S:
+                self._roll_forward(folder)
+            elif not journal and inside and self._age_s(inside) > ABANDONED_AFTER_S:
+                self.files.delete_dir(folder)
+
+    @staticmethod
+    def _age_s(entries: list[Entry]) -> float:
+        """Seconds since the newest of ``entries`` was written."""
+        return time.time() - max((e.mtime for e in entries), default=0.0)
+
+    def _roll_forward(self, folder: str) -> None:
+        try:
+            journal = json.loads(self.files.read_bytes(f"{folder}/{_PUBLISH}"))
+        except FileNotFoundError:
+            journal = {}  # not published (or its writer just cleaned up)
+        if isinstance(journal, list):  # written by deepvm 0.1: [[staged path, rel], ...]
+            journal = {"moves": journal, "deletes": []}
+        _apply(self.files, journal)
+        self.files.delete_dir(folder)
 
     def _remove_empty_staging(self) -> None:
-        with contextlib.suppress(OSError):
-            (self.root / STAGING_DIR).rmdir()
+        if isinstance(self.files, LocalFiles):
+            with contextlib.suppress(OSError):
+                self.files.path(STAGING_DIR).rmdir()
 
     # --- writing ------------------------------------------------------------------
 
-    def write(
-        self, table: str, df: pd.DataFrame, *, partition: str | None, name: str = "0"
-    ) -> Path:
-        """Write ``df`` as the partition's file for ``name`` (made file-safe),
-        replacing that writer's earlier file; whole or not at all. Two different
-        names that map to one file are refused, naming both. Returns the path
-        the file has once published."""
+    def write(self, table: str, df: pd.DataFrame, *, partition: str | None, name: str = "0") -> str:
+        """Write ``df`` as the date's file for ``name`` (made file-safe), replacing
+        that writer's earlier rows of that date; whole or not at all. Two different
+        names that map to one file are refused, naming both. Returns where the
+        file is once published."""
         if self._tx is None:
             with self.transaction() as tx:
                 return tx.write(table, df, partition=partition, name=name)
@@ -564,29 +721,49 @@ class Store:
         if partition is not None:
             check_date(partition, column or "partition")
         check_name(name, table)
-        arrow = to_arrow(table, df)  # fails before anything touches the disk
-        rel = self._rel(table, partition, name)
+        arrow = to_arrow(table, df, partition)  # fails before anything is written
+        key = file_safe(name)
+        rel = self._rel(table, partition, key)
         self._check_collision(rel, name)
         arrow = arrow.replace_schema_metadata(
             {**(arrow.schema.metadata or {}), _NAME_KEY: name.encode()}
         )
-        staged = self._tx.folder / f"{len(self._tx.staged)}-{file_safe(name)}.parquet.partial"
-        try:
-            pq.write_table(arrow, staged)
-        except OSError as exc:
-            staged.unlink(missing_ok=True)
-            raise _os_error(exc, self.root, "writing to") from None
+        staged = f"{self._tx.folder}/{len(self._tx.staged)}-{key}.parquet.partial"
+        self._stage_table(staged, arrow)
         self._tx.staged[rel] = (staged, name)
-        return self.root / rel
+        if partition is not None and column is not None:
+            self._replaces(table, partition, key)
+        return self.files.location(rel)
+
+    def _replaces(self, table: str, date: str, key: str) -> None:
+        """Earlier rows of (date, writer) outside the new file: a version-1 day
+        file, or a part of a compacted month. Both go when the new file lands."""
+        assert self._tx is not None
+        column = TABLES[table][0]
+        legacy = f"{table}/{column}={date}/part-{key}.parquet"
+        if self.files.exists(legacy):
+            self._tx.deletes.add(legacy)
+        month = self._month_rel(table, date[:7])
+        if self.files.exists(month):
+            parts = self._parts(_File(month, "month"))
+            if any(p[0] == date and p[1] == key for p in parts):
+                self._tx.drop_parts.setdefault(month, set()).add((date, key))
+
+    def _stage_table(self, staged: str, arrow: pa.Table) -> None:
+        try:
+            self.files.write_table(staged, arrow)
+        except OSError as exc:
+            self.files.delete(staged)
+            raise self.files.error(exc, "", "writing to") from None
 
     def _check_collision(self, rel: str, name: str) -> None:
         assert self._tx is not None
         other: str | None = None
         if rel in self._tx.staged:
             other = self._tx.staged[rel][1]
-        elif (self.root / rel).exists():
-            with contextlib.suppress(OSError, pa.ArrowException):  # unreadable: just replaced
-                meta = pq.read_schema(self.root / rel).metadata or {}
+        else:
+            with contextlib.suppress(OSError, pa.ArrowException):  # absent or unreadable
+                meta = self.files.read_metadata(rel)
                 other = meta[_NAME_KEY].decode() if _NAME_KEY in meta else None
         if other is not None and other != name:
             raise InputError(
@@ -594,7 +771,7 @@ class Store:
                 "rename one of them (letters, digits, '.', '_' and '-' are kept as they are)"
             )
 
-    def append(self, table: str, df: pd.DataFrame, *, partition: str | None, writer: str) -> Path:
+    def append(self, table: str, df: pd.DataFrame, *, partition: str | None, writer: str) -> str:
         """Write ``df`` as a new file of its own (``writer`` plus a unique suffix):
         nothing is read or replaced, so any number of processes on any number of
         machines can append to one table at once without losing rows. Readers
@@ -605,78 +782,221 @@ class Store:
 
     def has(self, table: str) -> bool:
         """Whether anything was written to ``table`` (without reading it)."""
-        return bool(self._files(table))
+        return bool(self._listing(table))
 
-    def _read_file(self, table: str, path: Path) -> pa.Table:
-        """One file, checked: readable Parquet, this table's, a known schema version."""
-        _, schema = TABLES[table]
-        fix = "move it out of the store (or restore it), then re-run the stage that wrote it"
+    # --- reading ------------------------------------------------------------------
+
+    def _read_file(self, table: str, f: _File) -> tuple[pa.Table, dict[bytes, bytes]]:
+        """One file, checked (readable Parquet, this table's, a known schema
+        version), as the table's file schema; and its metadata."""
+        column = TABLES[table][0]
+        where = self.files.location(f.rel)
         try:
-            data = pq.read_table(path)
+            data = self.files.read_table(f.source or f.rel)
+        except FileNotFoundError:
+            raise StoreError(
+                f"store file {where!r} vanished while it was read (another writer "
+                "compacted or replaced it): run the command again"
+            ) from None
         except Exception as exc:  # pyarrow raises several kinds; all mean "not Parquet"
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise StoreError(
-                f"store file {str(path)!r} is not a readable Parquet file ({first}): {fix}"
+                f"store file {where!r} is not a readable Parquet file ({first}): {_FIX}"
             ) from None
-        meta = data.schema.metadata or {}
+        meta = dict(data.schema.metadata or {})
         found = meta.get(b"table", b"").decode()
         version = meta.get(b"schema_version", b"").decode()
-        if found != table or version != SCHEMA_VERSION:
+        if found != table or version not in READABLE_VERSIONS:
             raise StoreError(
-                f"store file {str(path)!r} is not a deepvm {table!r} file of schema version "
-                f"{SCHEMA_VERSION} (found table {found or 'none'!r}, version "
-                f"{version or 'none'!r}): {fix}"
+                f"store file {where!r} is not a deepvm {table!r} file of schema version "
+                f"{' or '.join(READABLE_VERSIONS)} (found table {found or 'none'!r}, version "
+                f"{version or 'none'!r}): {_FIX}"
             )
         columns = []
-        for f in schema:
-            if f.name in data.column_names:
+        for fld in file_schema(table):
+            if fld.name in data.column_names:
                 try:
-                    columns.append(data.column(f.name).cast(f.type))
+                    columns.append(data.column(fld.name).cast(fld.type))
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     raise StoreError(
-                        f"store file {str(path)!r}: column {f.name} is "
-                        f"{data.schema.field(f.name).type}, not {f.type}: {fix}"
+                        f"store file {where!r}: column {fld.name} is "
+                        f"{data.schema.field(fld.name).type}, not {fld.type}: {_FIX}"
                     ) from None
+            elif fld.name == column and f.date is not None:  # version 1: from the path
+                day = dt.date.fromisoformat(f.date)
+                columns.append(pa.array([day] * len(data), pa.date32()))
             else:  # a column added after the file was written
-                columns.append(pa.nulls(len(data), f.type))
-        return pa.Table.from_arrays(columns, schema=schema).to_pandas()
+                columns.append(pa.nulls(len(data), fld.type))
+        return pa.Table.from_arrays(columns, schema=file_schema(table)), meta
+
+    def _rows(self, table: str, partitions: Collection[str] | None = None) -> pa.Table:
+        """The table's rows (of the given dates only) as Arrow: a writer's day file
+        wins over its rows in a version-1 folder or a compacted month."""
+        files = self._listing(table, partitions)
+        days = {(f.date, f.key) for f in files if f.kind == "day"}
+        legacy = {(f.date, f.key) for f in files if f.kind == "legacy"} - days
+        wanted = set(partitions) if partitions is not None else None
+        tables = []
+        for f in files:
+            if f.kind == "legacy" and (f.date, f.key) in days:
+                continue
+            data, meta = self._read_file(table, f)
+            if f.kind == "month":
+                parts = json.loads(meta.get(_PARTS_KEY, b"[]"))
+                keep = [
+                    np.arange(start, stop)
+                    for date, key, _, start, stop in parts
+                    if (wanted is None or date in wanted) and (date, key) not in days | legacy
+                ]
+                if sum(len(k) for k in keep) != len(data):
+                    data = data.take(np.concatenate(keep) if keep else np.array([], np.int64))
+            tables.append(data)
+        if not tables:
+            return file_schema(table).empty_table()
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def read(self, table: str, partitions: Collection[str] | None = None) -> pd.DataFrame:
-        """All partitions of a table (or the given partition values only) as one
-        DataFrame, the partition column included (as a string). Empty, with the
-        schema's columns, when nothing was written. A file that is not this table's
-        names itself in the StoreError raised."""
-        column, schema = TABLES[table]
-        files = self._files(table, partitions)
-        frames = []
-        for rel in sorted(files):
-            part = self._read_file(table, files[rel])
-            if column is not None:
-                part[column] = Path(rel).parent.name.split("=", 1)[1]
-            frames.append(part)
-        frames = [f for f in frames if len(f)]
-        if not frames:
-            empty = schema.empty_table().to_pandas()
-            if column is not None:
-                empty[column] = pd.Series(dtype="object")
-            return empty
-        out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        return out.reset_index(drop=True)
+        """All rows of a table (or of the given dates only) as one DataFrame, the
+        date column included as ISO strings. Empty, with the schema's columns, when
+        nothing was written. A file that is not this table's names itself in the
+        StoreError raised."""
+        column = TABLES[table][0]
+        rows = self._rows(table, partitions)
+        if column is not None:
+            index = rows.schema.get_field_index(column)
+            rows = rows.set_column(index, column, pc.cast(rows.column(index), pa.string()))
+        out = rows.to_pandas()
+        if column is not None and not len(out):
+            out[column] = pd.Series(dtype="object")
+        return out
+
+    # --- compaction ---------------------------------------------------------------
+
+    def compact(self, before: str | None = None) -> CompactReport:
+        """Merge each month that ended before ``before`` (default: today, UTC, so
+        every finished month) into one file per table, and move files out of
+        version-1 day folders; one transaction, so readers see the store before or
+        after. Every row keeps its date column; a writer's rows stay replaceable."""
+        cutoff = check_date(before, "--before") if before else dt.date.today().isoformat()
+        months: dict[str, list[str]] = {}
+        merged: dict[str, int] = {}
+        moved: dict[str, int] = {}
+        with self.transaction() as tx:
+            for table, (column, _) in TABLES.items():
+                months[table], merged[table], moved[table] = [], 0, 0
+                if column is None:
+                    continue
+                by_month: dict[str, list[_File]] = {}
+                for f in tx._listing(table):
+                    by_month.setdefault(f.month or "", []).append(f)
+                for month, files in sorted(by_month.items()):
+                    if month < cutoff[:7]:
+                        if [f.kind for f in files] != ["month"]:
+                            tx._compact_month(table, month, files)
+                            months[table].append(month)
+                            merged[table] += len(files)
+                    else:
+                        moved[table] += tx._move_legacy(table, files)
+        return CompactReport(cutoff, months, merged, moved)
+
+    def _compact_month(self, table: str, month: str, files: list[_File]) -> None:
+        assert self._tx is not None
+        days = {(f.date, f.key) for f in files if f.kind == "day"}
+        pieces: list[tuple[str, str, str, pa.Table]] = []  # date, key, name, rows
+        for f in files:
+            data, meta = self._read_file(table, f)
+            if f.kind == "month":
+                for date, key, name, start, stop in json.loads(meta.get(_PARTS_KEY, b"[]")):
+                    if (date, key) not in days:
+                        pieces.append((date, key, name, data.slice(start, stop - start)))
+            elif f.kind == "legacy" and (f.date, f.key) in days:
+                pass  # replaced by the writer's day file
+            else:
+                assert f.date is not None and f.key is not None
+                name = meta.get(_NAME_KEY, f.key.encode()).decode()
+                pieces.append((f.date, f.key, name, data))
+            self._tx.deletes.add(f.rel)
+        pieces.sort(key=lambda p: (p[0], p[1]))
+        parts, start = [], 0
+        for date, key, name, data in pieces:
+            parts.append([date, key, name, start, start + len(data)])
+            start += len(data)
+        merged = (
+            pa.concat_tables([p[3] for p in pieces]) if pieces else file_schema(table).empty_table()
+        )
+        merged = merged.replace_schema_metadata(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "table": table,
+                _PARTS_KEY.decode(): json.dumps(parts),
+            }
+        )
+        rel = self._month_rel(table, month)
+        self._tx.deletes.discard(rel)
+        staged = f"{self._tx.folder}/{len(self._tx.staged)}-compacted.parquet.partial"
+        self._stage_table(staged, merged)
+        self._tx.staged[rel] = (staged, "compacted")
+
+    def _move_legacy(self, table: str, files: list[_File]) -> int:
+        """Version-1 day files of an unfinished month rewritten as day files."""
+        assert self._tx is not None
+        days = {(f.date, f.key) for f in files if f.kind == "day"}
+        moved = 0
+        for f in files:
+            if f.kind != "legacy":
+                continue
+            if (f.date, f.key) not in days:
+                assert f.date is not None and f.key is not None
+                data, meta = self._read_file(table, f)
+                rel = self._rel(table, f.date, f.key)
+                data = data.replace_schema_metadata(
+                    {
+                        "schema_version": SCHEMA_VERSION,
+                        "table": table,
+                        _NAME_KEY.decode(): meta.get(_NAME_KEY, f.key.encode()).decode(),
+                    }
+                )
+                staged = f"{self._tx.folder}/{len(self._tx.staged)}-{f.key}.parquet.partial"
+                self._stage_table(staged, data)
+                self._tx.staged[rel] = (staged, f.key)
+            self._tx.deletes.add(f.rel)
+            moved += 1
+        return moved
+
+    def _month_without(self, rel: str, dropped: set[tuple[str, str]]) -> pa.Table | None:
+        """A compacted month less the parts of rewritten (date, writer) pairs."""
+        table = rel.split("/", 1)[0]
+        data, meta = self._read_file(table, _File(rel, "month"))
+        parts, pieces, start = [], [], 0
+        for date, key, name, first, end in json.loads(meta.get(_PARTS_KEY, b"[]")):
+            if (date, key) in dropped:
+                continue
+            pieces.append(data.slice(first, end - first))
+            parts.append([date, key, name, start, start + end - first])
+            start += end - first
+        if not parts:
+            return None
+        return pa.concat_tables(pieces).replace_schema_metadata(
+            {**meta, _PARTS_KEY: json.dumps(parts).encode()}
+        )
 
 
 StoreLike = str | os.PathLike[str] | Store
+_FIX = "move it out of the store (or restore it), then re-run the stage that wrote it"
 
 
 @dataclass(frozen=True)
 class StoreCheck:
     """What `deepvm store check` found: per table its files and rows, the files
-    that cannot be read as that table's (each with why and how to fix it), and
-    staging folders that dead writers left (the next writer removes them)."""
+    that cannot be read as that table's (each with why and how to fix it), files
+    still in version-1 day folders, and staging that dead writers left (the next
+    writer removes it)."""
 
     files: dict[str, int]
     rows: dict[str, int]
     bad: list[str]
     dead_staging: int
+    legacy_files: int = 0
 
     @property
     def ok(self) -> bool:
@@ -690,39 +1010,48 @@ def check_store(uri: StoreLike) -> StoreCheck:
     files: dict[str, int] = {}
     rows: dict[str, int] = {}
     bad: list[str] = []
+    legacy = 0
     for table in TABLES:
-        found = store._files(table)
+        found = store._listing(table)
         files[table] = len(found)
         rows[table] = 0
-        for rel in sorted(found):
+        for f in found:
+            legacy += f.kind == "legacy"
             try:
-                rows[table] += len(store._read_file(table, found[rel]))
+                rows[table] += len(store._read_file(table, f)[0])
             except StoreError as exc:
                 bad.append(str(exc))
-    staging = store.root / STAGING_DIR
+    return StoreCheck(files, rows, bad, _dead_staging(store), legacy)
+
+
+def _dead_staging(store: Store) -> int:
     dead = 0
-    if staging.is_dir():
-        for folder in staging.iterdir():
-            try:
-                with open(folder / _LOCK, "rb") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    dead += 1
-            except OSError:
-                continue  # a live writer, or no lock file
-    return StoreCheck(files, rows, bad, dead)
+    for entry in store.files.listdir(STAGING_DIR):
+        folder = f"{STAGING_DIR}/{entry.name}"
+        if isinstance(store.files, LocalFiles):
+            if not entry.is_dir:
+                continue
+            with store.files.lock(f"{folder}/{_LOCK}", wait=False) as held:
+                dead += held is not None
+        elif isinstance(store.files, ObjectFiles) and entry.is_dir:
+            inside = store.files.listdir(folder)
+            dead += bool(inside) and store._age_s(inside) > ROLL_FORWARD_AFTER_S
+    return dead
 
 
-def _apply(root: Path, journal: list[tuple[str, str]]) -> None:
-    """The renames of a publication; each one atomic, the whole list idempotent."""
-    for staged, rel in journal:
-        final = root / rel
-        if not Path(staged).exists():
-            continue  # already moved (a roll-forward after a kill)
+def _apply(files: Files, journal: dict) -> None:
+    """A publication: its moves, then its deletes; each step atomic, the whole
+    idempotent (a roll-forward after a kill repeats what was done)."""
+    for staged, rel in journal.get("moves", []):
         try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
+            files.move(staged, rel)
         except OSError as exc:
-            raise _os_error(exc, final, "publishing") from None
+            raise files.error(exc, rel, "publishing") from None
+    for rel in journal.get("deletes", []):
+        try:
+            files.delete(rel)
+        except OSError as exc:
+            raise files.error(exc, rel, "publishing") from None
 
 
 TABLE_DOCS = {
@@ -748,14 +1077,14 @@ def describe_tables() -> str:
     lines = []
     for table, (partition, schema) in TABLES.items():
         where = (
-            f"`{table}/{partition}=YYYY-MM-DD/part-*.parquet`"
+            f"`{table}/{month_column(partition)}=YYYY-MM/part-*.parquet`"
             if partition
             else f"`{table}/part-*.parquet`"
         )
         lines.append(f"**{table}** ({where}): {TABLE_DOCS[table]}.")
         columns = [f"`{f.name}` {f.type}" for f in schema]
         if partition:
-            columns.append(f"`{partition}` date (from the path)")
+            columns.append(f"`{partition}` date")
         lines.append("")
         lines.append(", ".join(columns))
         lines.append("")

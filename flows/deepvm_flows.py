@@ -27,7 +27,7 @@ from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.store import Store, StoreLike, store_root
+from deepvm.store import Store, StoreLike, store_uri
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
 
 StoreUri = Annotated[
@@ -69,7 +69,7 @@ def flow_name(param: str) -> str:
 
 
 def _store(store: str | None) -> str:
-    return str(store_root(store))
+    return store_uri(store)
 
 
 def _artifact_key(*parts: str) -> str:

@@ -221,20 +221,18 @@ def test_a_publication_killed_half_way_is_rolled_forward(tmp_path):
             "flops_source": ["peak"],
         }
     )
-    arrow = to_arrow("flopp", df)
+    arrow = to_arrow("flopp", df, DAY1)
     # What a writer killed between its first and second rename leaves: its journal,
     # one file published, one still staged, its lock free.
     dead = root / STAGING_DIR / "dead-writer"
     dead.mkdir(parents=True)
     (dead / "lock").touch()
-    rels = [f"flopp/snapshot_date={DAY1}/part-w{k}.parquet" for k in (1, 2)]
+    rels = [f"flopp/snapshot_month={DAY1[:7]}/part-{DAY1}-w{k}.parquet" for k in (1, 2)]
     (root / rels[0]).parent.mkdir(parents=True)
     pq.write_table(arrow, root / rels[0])
     pq.write_table(arrow, dead / "1-w2.parquet.partial")
-    journal = [
-        [str(dead / "0-w1.parquet.partial"), rels[0]],
-        [str(dead / "1-w2.parquet.partial"), rels[1]],
-    ]
+    staged = [f"{STAGING_DIR}/dead-writer/{k}-w{k + 1}.parquet.partial" for k in (0, 1)]
+    journal = {"moves": [[staged[0], rels[0]], [staged[1], rels[1]]], "deletes": []}
     (dead / "PUBLISH.json").write_text(json.dumps(journal))
     store = Store.open(root)
     assert len(store.read("flopp")) == 1  # half published
@@ -466,7 +464,7 @@ def test_superlinear_speedups_are_not_fitted_and_negative_r2_is_warned(tmp_path,
 
 
 def test_a_foreign_parquet_file_in_the_store_is_named(night1, capsys):
-    foreign = night1 / "prices" / f"snapshot_date={DAY1}" / "part-other.parquet"
+    foreign = night1 / "prices" / f"snapshot_month={DAY1[:7]}" / f"part-{DAY1}-other.parquet"
     pd.DataFrame({"x": [1]}).to_parquet(foreign)
     before = tree_hash(night1)
     assert main(["recommend", "--budget", "3", "--store", str(night1)]) == 2

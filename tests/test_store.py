@@ -1,4 +1,5 @@
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -34,7 +35,7 @@ def test_rewrite_replaces_partition_file_and_keeps_others(tmp_path):
 
 def test_bad_rows_write_nothing_and_keep_old_data(tmp_path):
     store = Store.open(tmp_path)
-    path = store.write("scaling", scaling_rows(2), partition="2026-12-01")
+    path = Path(store.write("scaling", scaling_rows(2), partition="2026-12-01"))
     before = path.read_bytes()
     with pytest.raises(ValueError, match="lack column"):
         store.write("scaling", scaling_rows(2).drop(columns="speedup"), partition="2026-12-01")
@@ -52,14 +53,14 @@ def test_every_table_has_schema_metadata(tmp_path):
         empty = schema.empty_table().to_pandas()
         path = store.write(table, empty, partition=None if column is None else "2026-12-02")
         meta = pq.read_schema(path).metadata
-        assert meta[b"schema_version"] == b"1" and meta[b"table"] == table.encode()
+        assert meta[b"schema_version"] == b"2" and meta[b"table"] == table.encode()
         assert store.read(table).shape[0] == 0
 
 
 def test_env_store(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPVM_STORE", str(tmp_path / "env"))
-    assert Store.open().root == tmp_path / "env"
-    assert Store.open(f"file://{tmp_path}/x").root == tmp_path / "x"
+    assert Store.open().uri == str(tmp_path / "env")
+    assert Store.open(f"file://{tmp_path}/x").uri == f"{tmp_path}/x"
 
 
 def test_store_check_names_every_bad_file(tmp_path, capsys):
@@ -73,15 +74,16 @@ def test_store_check_names_every_bad_file(tmp_path, capsys):
     assert main(["store", "check", "--store", str(store), "--json"]) == 0
     good = json.loads(capsys.readouterr().out)
     assert good["ok"] and good["files"]["prices"] == 1 and good["rows"]["prices"] > 0
-    folder = store / "prices" / "snapshot_date=2026-12-02"
+    folder = store / "prices" / "snapshot_date=2026-12-02"  # the version-1 layout
     folder.mkdir(parents=True)
     (folder / "part-torn.parquet").write_bytes(b"PAR1 not really")
-    foreign = store / "fleet" / "snapshot_date=2026-12-01"
+    foreign = store / "fleet" / "snapshot_month=2026-12"  # a prices file in the fleet table
     foreign.mkdir(parents=True)
-    shutil.copy(next((store / "prices").rglob("part-*.parquet")), foreign / "part-x.parquet")
+    prices = store / "prices" / "snapshot_month=2026-12" / "part-2026-12-01-snapshot.parquet"
+    shutil.copy(prices, foreign / "part-2026-12-01-x.parquet")
     assert main(["store", "check", "--store", str(store), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
     assert not found["ok"] and len(found["bad"]) == 2
     assert any("part-torn.parquet" in b and "not a readable Parquet" in b for b in found["bad"])
-    assert any("part-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
+    assert any("part-2026-12-01-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
     assert main(["store", "check", "--store", str(tmp_path / "none")]) == 2
