@@ -637,7 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="refresh prices, FLOPP, refit, re-plan every registered job, plan the fleet",
         description="The nightly run without Prefect: prices -> FLOPP -> refit (when there "
         "are newer scaling runs) -> re-plan every job of the scenarios file -> one fleet "
-        "plan for all of them under the shared quotas -> change report.",
+        "plan for all of them under the shared quotas -> change report; then every month "
+        "that ended before the night's date is compacted into one file per table.",
     )
     nt.add_argument(
         "--store", metavar="URI", help="the store (default: $DEEPVM_STORE, else ./deepvm-store)"
@@ -672,6 +673,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="USD_PER_HOUR",
         help="the most all the jobs' clusters may cost together per hour in the fleet "
         "plan (default: none)",
+    )
+    nt.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="leave finished months' daily files as they are (see `deepvm store compact`)",
     )
     _add_timeout(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
@@ -1524,6 +1530,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         team_budget=args.team_budget,
         workloads=args.workloads,
+        compact=not args.no_compact,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -1552,12 +1559,22 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                 ],
                 "fleet": None if report.fleet is None else report.fleet.as_dict(),
                 "changes": json.loads(report.changes.to_json(orient="records")),
+                "compacted": None
+                if report.compacted is None
+                else {t: m for t, m in report.compacted.months.items() if m},
+                "compact_error": report.compact_error,
             }
         )
     else:
         print(change_report_markdown(report.changes, prices=report.prices))
         for p in failed:
             print(f"job {p.scenario} not planned: {p.error}", file=sys.stderr)
+    if report.compact_error:
+        print(
+            f"warning: the night is published, but compacting finished months failed: "
+            f"{report.compact_error}",
+            file=sys.stderr,
+        )
     if report.prices.failed:
         print(
             f"deepvm: price source {report.prices.source!r} unreachable "

@@ -27,11 +27,17 @@ from deepvm.config import (
     DEFAULT_PRICE_RETRIES,
     DEFAULT_PRICE_TIMEOUT_S,
 )
-from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
+from deepvm.errors import (
+    DeepvmError,
+    InputError,
+    ParameterError,
+    SourceUnavailableError,
+    StoreError,
+)
 from deepvm.planner.api import Inputs
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.store import Store, StoreLike, check_date
+from deepvm.store import CompactReport, Store, StoreLike, check_date
 
 log = logging.getLogger("deepvm")
 
@@ -342,6 +348,14 @@ class NightlyReport:
     plans: list[PlanOutcome] = field(default_factory=list)
     fleet: FleetPlan | None = None
     changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))
+    compacted: CompactReport | None = None
+    compact_error: str | None = None  # the night is published even when compaction fails
+
+
+def compact_finished_months(store_uri: StoreLike, snapshot_date: str) -> CompactReport:
+    """Merge every month that ended before the night's date into one file per table
+    (docs/ARCHITECTURE.md, "The store"): a year of nights stays twelve files per table."""
+    return Store.open(store_uri).compact(before=snapshot_date)
 
 
 def nightly(
@@ -357,10 +371,12 @@ def nightly(
     timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
     team_budget: float | None = None,
     workloads: str | Path | None = None,
+    compact: bool = True,
 ) -> NightlyReport:
     """All stages in order, for running without Prefect. Every table's rows are
     computed first and published together at the end (one store transaction): a
-    night that fails part-way leaves the store as it was."""
+    night that fails part-way leaves the store as it was. Then finished months are
+    compacted (``compact``)."""
     from deepvm.store_inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
@@ -385,4 +401,9 @@ def nightly(
         report.plans = replan(tx, scenarios, date, inputs=inputs)
         report.fleet = plan_fleet_stage(tx, scenarios, date, team_budget=team_budget, inputs=inputs)
         report.changes = change_report(tx, date)
+    if compact:
+        try:  # after the night is published: a failure here loses nothing of it
+            report.compacted = compact_finished_months(store_uri, date)
+        except StoreError as exc:
+            report.compact_error = str(exc)
     return report

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from deepvm import pipeline
 from deepvm.config import JobSpec
-from deepvm.errors import ParameterError
+from deepvm.errors import ParameterError, StoreError
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
@@ -156,6 +156,12 @@ def plan_fleet_task(
 @task(name="change-report", cache_policy=NO_CACHE)
 def change_report_task(store: StoreLike, snapshot_date: str | None) -> pd.DataFrame:
     return pipeline.change_report(store, snapshot_date)
+
+
+@task(name="compact-store", cache_policy=NO_CACHE)
+def compact_task(store: StoreLike, snapshot_date: str) -> dict[str, list[str]]:
+    done = pipeline.compact_finished_months(store, snapshot_date)
+    return {table: months for table, months in done.months.items() if months}
 
 
 # --- flows -------------------------------------------------------------------------
@@ -442,7 +448,8 @@ def nightly(
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
     change report (artifact). Every table's rows are staged and published together
-    when all tasks succeeded: a failed night changes nothing.
+    when all tasks succeeded: a failed night changes nothing. Then every month that
+    ended before the night's date is compacted into one file per table.
 
     Args:
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
@@ -479,6 +486,12 @@ def nightly(
                 FleetPlan, plan_fleet_task(tx, jobs, date, team_budget, workloads_path)
             )
             changes = cast(pd.DataFrame, change_report_task(tx, date))
+    # After the night is published, so that a failure here loses nothing of it.
+    try:
+        compacted = compact_task(uri, date)
+    except StoreError as exc:
+        logger.warning("night published; compacting finished months failed: %s", exc)
+        compacted = {}
     for p in plans:
         if p.error:
             logger.error("job %s not planned: %s", p.scenario, p.error)
@@ -503,6 +516,7 @@ def nightly(
         "changed": changes[changes["changed"]]["scenario"].tolist(),
         "fleet_status": fleet_plan.status,
         "unplanned": [j.scenario for j in fleet_plan.jobs if not j.planned],
+        "compacted": compacted,
     }
 
 
