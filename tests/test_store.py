@@ -85,5 +85,5 @@ def test_store_check_names_every_bad_file(tmp_path, capsys):
     found = json.loads(capsys.readouterr().out)
     assert not found["ok"] and len(found["bad"]) == 2
     assert any("part-torn.parquet" in b and "not a readable Parquet" in b for b in found["bad"])
-    assert any("2026-12-01-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
+    assert any("01-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
     assert main(["store", "check", "--store", str(tmp_path / "none")]) == 2
