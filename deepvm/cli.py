@@ -1659,8 +1659,7 @@ def _store_compact(store: Any, args: argparse.Namespace) -> int:
     for table, months in done.months.items():
         if months:
             print(
-                f"{table}: {done.files_merged[table]} files -> {len(months)} "
-                f"({', '.join(months)})"
+                f"{table}: {done.files_merged[table]} files -> {len(months)} ({', '.join(months)})"
             )
         if done.legacy_moved[table]:
             print(f"{table}: {done.legacy_moved[table]} file(s) moved out of day folders")

@@ -71,8 +71,10 @@ def _fs(endpoint: str) -> pafs.S3FileSystem:
 
 def _keys(s3: str) -> list[str]:
     bucket, prefix = s3[len("s3://") :].split("/", 1)
-    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(
-        Bucket=bucket, Prefix=prefix + "/"
+    pages = (
+        boto3.client("s3")
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=bucket, Prefix=prefix + "/")
     )
     keys = (o["Key"][len(prefix) + 1 :] for p in pages for o in p.get("Contents", []))
     # pyarrow leaves an empty marker object where it deleted a folder's last object
@@ -146,9 +148,7 @@ def test_nightly_recommend_fleet_and_compact_on_s3(s3, s3_endpoint, tmp_path, ca
     assert table.num_rows == 9  # what a plain reader sees: no duplicate rows
 
 
-def test_a_failed_transaction_publishes_nothing_and_a_dead_one_is_rolled_forward(
-    s3, monkeypatch
-):
+def test_a_failed_transaction_publishes_nothing_and_a_dead_one_is_rolled_forward(s3, monkeypatch):
     store = Store.open(s3)
     rows = pd.DataFrame(
         {
@@ -206,9 +206,7 @@ def test_machines_appending_to_one_bucket_at_once_lose_nothing(s3):
 
     env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     context = multiprocessing.get_context("spawn")
-    writers = [
-        context.Process(target=_append, args=(s3, f"machine-{m}", 8, env)) for m in range(3)
-    ]
+    writers = [context.Process(target=_append, args=(s3, f"machine-{m}", 8, env)) for m in range(3)]
     for w in writers:
         w.start()
     for w in writers:
