@@ -153,7 +153,7 @@ def test_store_written_and_read_by_duckdb(tmp_path, capsys):
     import pyarrow.parquet as pq
 
     (f,) = [p for p in store.rglob("*.parquet") if "b6" in p.name]
-    assert pq.read_schema(f).metadata[b"schema_version"] == b"1"
+    assert pq.read_schema(f).metadata[b"schema_version"] == b"2"
     assert pd.read_parquet(store / "recommendations").shape[0] == len(df)
 
 
