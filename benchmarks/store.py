@@ -84,8 +84,8 @@ def main() -> None:
             f"select snapshot_date, scenario, hourly_cost from "
             f"'{old}/recommendations/**/*.parquet' where policy = 'deepvm' and rank = 1"
         )
-        daily = _query(query)
         _compare(fresh, old, today.isoformat(), args.runs, "daily files")
+        daily = _query(query)  # after the nightlies above wrote today's rows
         subprocess.run(
             [sys.executable, "-m", "deepvm", "store", "compact", "--store", str(old),
              "--before", today.isoformat()],

@@ -5,6 +5,7 @@ only through the standard AWS environment (AWS_ENDPOINT_URL, credentials)."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import time
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ top = 1
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
