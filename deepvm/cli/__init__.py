@@ -1,0 +1,98 @@
+"""The ``deepvm`` command: one module per command group (docs/ARCHITECTURE.md,
+"The command line"). Heavy imports (cvxpy, pandas) happen inside the commands so
+``deepvm --help`` starts fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from deepvm.cli import common, data, measure, nightly, plan, simulate, store
+from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
+from deepvm.errors import DeepvmError, ParameterError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="deepvm",
+        description="Which GPU cluster to rent for deep-learning training under an hourly "
+        "budget (DeepVM, CCGrid 2024).",
+    )
+    from deepvm import __version__
+
+    parser.add_argument("--version", action="version", version=f"deepvm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print no progress on stderr (errors still)"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="on an error, print its traceback too"
+    )
+    plan.add_parsers(sub)
+    data.add_parsers(sub)
+    measure.add_parsers(sub)
+    data.add_prices_parser(sub)
+    store.add_parsers(sub)
+    simulate.add_parsers(sub)
+    nightly.add_parsers(sub)
+    measure.add_scaling_parser(sub)
+    return parser
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "recommend": plan.cmd_recommend,
+    "sweep": plan.cmd_sweep,
+    "compare": plan.cmd_compare,
+    "fleet": plan.cmd_fleet,
+    "catalog": data.cmd_catalog,
+    "flopp": data.cmd_flopp,
+    "workloads": data.cmd_workloads,
+    "benchmark": measure.cmd_benchmark,
+    "benchmark-scaling": measure.cmd_benchmark_scaling,
+    "fit": measure.cmd_fit,
+    "nightly": nightly.cmd_nightly,
+    "prices": data.cmd_prices,
+    "store": store.cmd_store,
+    "simulate": simulate.cmd_simulate,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not tokens:  # `deepvm` alone: what it can do
+        parser.print_help()
+        return 0
+    try:
+        args = parser.parse_args(join_negative_values(tokens))
+    except SystemExit as exc:  # usage errors (already printed), --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    common.QUIET = args.quiet
+    try:
+        return COMMANDS[args.command](args)
+    except ParameterError as exc:
+        _traceback(args)
+        print(f"deepvm: error: {exc.render(flag_name)}", file=sys.stderr)
+        return exc.exit_status
+    except DeepvmError as exc:
+        _traceback(args)
+        print(f"deepvm: error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except BrokenPipeError:  # `deepvm ... | head`
+        return 0
+    except OSError as exc:  # the environment, not a bug: say which file
+        _traceback(args)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"deepvm: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _traceback(args: argparse.Namespace) -> None:
+    if args.verbose:
+        traceback.print_exc()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,436 @@
+"""What every command shares: option types and groups, the store a command
+uses, output helpers, and the input and job options of the planning commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from deepvm.config import (
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_MAX_NODES,
+    DEFAULT_PRICE_TIMEOUT_S,
+    DEFAULT_RESTART_S,
+    DEFAULT_TIME_LIMIT_S,
+    DEFAULT_TOP,
+    DEFAULT_WORKLOAD,
+    ENV_STORE,
+    MAX_NAME_LENGTH,
+)
+from deepvm.errors import DeepvmError
+
+EXIT_BAD_INPUT = 2
+QUIET = False  # -q: no progress lines on stderr (set once by main)
+# Caps on what one command may ask for (a request past them is a mistake, and
+# would run for hours or exhaust memory).
+MAX_SIMULATED_RUNS = 1_000_000
+MAX_NODES_CAP = 100_000
+MAX_STEPS = 100_000
+MAX_TIMEOUT_S = 3600.0
+MAX_LOCAL_RANKS = 64
+
+# The library's parameter names as the CLI spells them (errors name the flag).
+FLAG_NAMES = {
+    "policies": "--policy",
+    "work_flops": "--work",
+    "time_limit_s": "--time-limit",
+    "snapshot_date": "--date",
+    "timeout_s": "--timeout",
+    "team_budget": "--team-budget",
+}
+
+
+def flag_name(param: str) -> str:
+    return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one ``deepvm: error:`` line (exit 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see '{self.prog} --help')"
+        self.exit(EXIT_BAD_INPUT, f"deepvm: error: {message}{hint}\n")
+
+
+def number(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    integer: bool = False,
+) -> Callable[[str], float]:
+    """An argparse type: a finite number within bounds (NaN and inf refused);
+    ``integer`` accepts 1e3 but not 1.5."""
+    bounds = [
+        f"{op} {limit:,.10g}"
+        for op, limit in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+        if limit is not None
+    ]
+    kind = "a whole number" if integer else "a finite number"
+    wanted = kind + (" " + " and ".join(bounds) if bounds else "")
+
+    def parse(text: str) -> Any:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        ok = math.isfinite(value) and not (integer and value != int(value))
+        ok = ok and (gt is None or value > gt) and (ge is None or value >= ge)
+        ok = ok and (lt is None or value < lt) and (le is None or value <= le)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {wanted}")
+        return int(value) if integer else value
+
+    return parse
+
+
+def date_text(text: str) -> str:
+    """An argparse type: a YYYY-MM-DD date."""
+    from deepvm.names import check_date
+
+    try:
+        return check_date(text)
+    except DeepvmError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a date as YYYY-MM-DD, e.g. 2026-12-03"
+        ) from None
+
+
+def name_text(text: str) -> str:
+    """An argparse type: a name that becomes a store file name (not blank, not over-long)."""
+    if not text.strip() or len(text) > MAX_NAME_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is {len(text)} characters long; use 1 to {MAX_NAME_LENGTH}"
+        )
+    return text
+
+
+POSITIVE = number(gt=0)
+NON_NEGATIVE = number(ge=0)
+SMALL_COUNT = number(ge=1, le=1000, integer=True)  # --top, checkpoint versions
+NODE_COUNT = number(ge=1, le=MAX_NODES_CAP, integer=True)
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """``--opt -1e9`` and ``--budgets -1:3:1`` as ``--opt=-1e9``: argparse takes a
+    value that starts with '-' for an option unless it looks like a plain number."""
+    out: list[str] = []
+    for token in argv:
+        if (
+            out
+            and out[-1].startswith("--")
+            and "=" not in out[-1]
+            and re.match(r"^-(?:[\d.]|inf|nan)", token, re.IGNORECASE)
+        ):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+def add_inputs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("inputs (CSV or Parquet; default: the shipped data)")
+    g.add_argument(
+        "--catalog",
+        metavar="FILE",
+        help="instance types and prices "
+        "(provider, region, instance_type, quota_group, vcpus, memory_gib, "
+        "network_gbps, accelerator_name, accelerator_count, ondemand_price, spot_price)",
+    )
+    g.add_argument(
+        "--throughput",
+        metavar="FILE",
+        help="measured single-node FLOP/s (instance_type, workload, flops)",
+    )
+    g.add_argument(
+        "--overhead",
+        metavar="FILE",
+        help="speedup models (instance_type, workload, "
+        "model, and a,b,c | p | alpha,beta); '*' matches any",
+    )
+    g.add_argument("--quotas", metavar="FILE", help="vCPU quotas (quota_group, market, vcpus)")
+    g.add_argument(
+        "--region",
+        help="plan in this region only (default: every region of the catalog, each with "
+        "its own quotas)",
+    )
+    g.add_argument(
+        "--saturation",
+        metavar="FILE",
+        help="network saturation points "
+        "(bandwidth_gbps, workers) replacing the shipped N_sat table",
+    )
+    g.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="your own workloads (CSV or TOML: name, train_flops_per_sample, parameters, "
+        "accelerator_memory_gib per GPU; optional checkpoint_gb, samples_per_epoch), "
+        "usable by --workload and the scenarios file",
+    )
+    g.add_argument(
+        "--interruptions",
+        metavar="FILE",
+        help="spot interruption rates overriding the catalog's (instance_type and "
+        "interruption_rate, a monthly fraction, or interruption_bucket, e.g. '5-10%%')",
+    )
+
+
+def add_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=number(gt=0, le=MAX_TIMEOUT_S),
+        default=DEFAULT_PRICE_TIMEOUT_S,
+        metavar="S",
+        help="one deadline in seconds for the whole price fetch, retries included "
+        f"(default: {DEFAULT_PRICE_TIMEOUT_S:g})",
+    )
+
+
+def add_job(p: argparse.ArgumentParser) -> None:
+
+    p.add_argument(
+        "--workload",
+        default=DEFAULT_WORKLOAD,
+        help="sample workload whose throughput and scaling to plan for "
+        "(default: resnet50; see `deepvm workloads`)",
+    )
+    p.add_argument(
+        "--checkpoint-gb",
+        type=NON_NEGATIVE,
+        metavar="GB",
+        help="checkpoint size C in GB (default: the workload's weights + Adam state)",
+    )
+    p.add_argument(
+        "--checkpoint-versions",
+        type=SMALL_COUNT,
+        default=DEFAULT_CHECKPOINT_VERSIONS,
+        metavar="K",
+        help="checkpoint versions the remote tier holds (default: 2)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("throughput", "paper", "goodput", "cost"),
+        default="throughput",
+        help="throughput: fastest cluster (ties: cheaper); paper: the DeepVM "
+        "paper's FLOPP x speedup score; goodput: fastest after expected preemption "
+        "losses; cost: least expected total cost of the work (needs --work or --epochs "
+        "with --dataset-size; optional --deadline-h) (default: throughput)",
+    )
+    w = p.add_argument_group("training run and preemption (objectives goodput and cost)")
+    w.add_argument("--work", type=POSITIVE, metavar="FLOPS", help="total training FLOPs, e.g. 1e19")
+    w.add_argument(
+        "--epochs", type=POSITIVE, help="epochs (with --dataset-size, instead of --work)"
+    )
+    w.add_argument(
+        "--dataset-size",
+        type=POSITIVE,
+        metavar="SAMPLES",
+        help="samples per epoch; work = epochs x samples x the workload's FLOPs per sample",
+    )
+    w.add_argument(
+        "--deadline-h",
+        type=POSITIVE,
+        metavar="HOURS",
+        help="objective cost: the expected makespan must be at most this",
+    )
+    w.add_argument(
+        "--restart-s",
+        type=NON_NEGATIVE,
+        default=DEFAULT_RESTART_S,
+        metavar="S",
+        help="seconds to re-acquire a preempted node before reloading the checkpoint "
+        f"(default: {DEFAULT_RESTART_S:g})",
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=NODE_COUNT,
+        default=DEFAULT_MAX_NODES,
+        metavar="N",
+        help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
+    )
+    add_time_limit(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_time_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--time-limit",
+        type=POSITIVE,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="S",
+        help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
+    )
+
+
+# --- output helpers ---------------------------------------------------------------------------
+
+
+def table_text(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
+    """A plain aligned text table; ``columns`` are (key, header)."""
+    cells = [[fmt(r.get(k)) for k, _ in columns] for r in rows]
+    widths = [max([len(h)] + [len(c[n]) for c in cells]) for n, (_, h) in enumerate(columns)]
+    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.3e}"
+    return str(value)
+
+
+def tflops(x: float) -> str:
+    return f"{x / 1e12:.2f}"
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object; NaN and infinities become null (they are not JSON)."""
+    print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return str(value)
+
+
+def planner_inputs(args: argparse.Namespace) -> Any:
+    """The planner's inputs; the store's readers (and pyarrow) load only with a store."""
+    from deepvm.planner.api import InputFiles, Inputs
+
+    files: Any = {name: getattr(args, name) for name in InputFiles.__annotations__}
+    store = getattr(args, "store", None) or os.environ.get(ENV_STORE)
+    if not store:
+        return Inputs.load(**files)
+    from deepvm.store_inputs import load_inputs
+
+    return load_inputs(store=store, **files)
+
+
+# The input options shared by the planning commands (their flags: add_inputs).
+INPUT_OPTIONS = (
+    "catalog",
+    "throughput",
+    "overhead",
+    "quotas",
+    "region",
+    "saturation",
+    "interruptions",
+    "workloads",
+)
+
+
+def job_from_args(
+    args: argparse.Namespace, *, policies: Sequence[str], workloads: Any = None
+) -> Any:
+    """The job the options describe, built once (recommend, sweep, compare);
+    ``workloads``: the registry the inputs declare."""
+    from deepvm.config import JobSpec
+    from deepvm.workloads import training_work
+
+    return JobSpec(
+        workload=args.workload,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        objective=args.objective,
+        policies=tuple(getattr(args, "policy", None) or policies),
+        top=getattr(args, "top", DEFAULT_TOP),
+        work_flops=training_work(
+            args.workload,
+            work_flops=args.work,
+            epochs=args.epochs,
+            dataset_size=args.dataset_size,
+            workloads=workloads,
+        ),
+        deadline_h=args.deadline_h,
+        restart_s=args.restart_s,
+        max_nodes=args.max_nodes,
+        time_limit_s=args.time_limit,
+    )
+
+
+def check_outputs(out: str | None, plot: str | None) -> None:
+    """Check output paths before any work, so that nothing is half-written."""
+    if out and not out.endswith((".parquet", ".pq")):
+        raise DeepvmError(f"--out {out!r} must end in .parquet")
+    if plot and not plot.lower().endswith(".png"):
+        raise DeepvmError(f"--plot {plot!r} must end in .png")
+    for flag, path in (("--out", out), ("--plot", plot)):
+        if path:
+            check_output_path(flag, path)
+    if plot:
+        from deepvm.plots import check_available
+
+        check_available()  # the plot extra is missing: say so before solving anything
+
+
+def check_output_path(flag: str, path: str, *, folder: bool = False) -> None:
+    """An output path that can be written: not a folder (or, for ``folder``, not a
+    file), and not under a file."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target) and not folder:
+        raise DeepvmError(f"{flag} {path!r} is a folder: give a file name")
+    if os.path.isfile(target) and folder:
+        raise DeepvmError(f"{flag} {path!r} is a file: give a folder")
+    above = os.path.dirname(target)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise DeepvmError(f"{flag} {path!r} is under {above!r}, which is a file")
+    if not os.access(above, os.W_OK):
+        raise DeepvmError(f"{flag} {path!r}: {above!r} is not writable")
+
+
+def writable_store(uri: str | None) -> str | None:
+    """The store a command will write, checked before any work (None: no store)."""
+    if not uri:
+        return None
+    from deepvm.store import Store
+
+    return Store.open(uri).ensure_writable().uri
+
+
+def hours_text(value: float) -> str:
+    return "-" if value != value else f"{value:.3g} h"  # NaN: no work given
+
+
+def dollars_text(value: float) -> str:
+    return "-" if value != value else f"${value:,.2f}"
+
+
+def regions_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    regions = [r.strip() for r in text.split(",") if r.strip()]
+    if not regions:
+        raise DeepvmError(f"--regions {text!r} names no region; e.g. --regions us-east-1")
+    return regions
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (long work), unless -q."""
+    if not QUIET:
+        print(message, file=sys.stderr, flush=True)
+
+
+def money_text(usd_per_hour: float | None) -> str | None:
+    return None if usd_per_hour is None else f"{usd_per_hour:.4f}"

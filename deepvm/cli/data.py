@@ -1,0 +1,269 @@
+"""Data commands: catalog, flopp, workloads, prices."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from deepvm.cli.common import (
+    NON_NEGATIVE,
+    add_timeout,
+    date_text,
+    print_json,
+    progress,
+    regions_list,
+    table_text,
+    tflops,
+    writable_store,
+)
+from deepvm.config import (
+    DEFAULT_WORKLOAD,
+    ENV_STORE,
+)
+from deepvm.errors import DeepvmError
+
+
+def add_parsers(sub: Any) -> None:
+    cat = sub.add_parser("catalog", help="list instance types and prices")
+    cat.add_argument("--kind", choices=("all", "gpu", "cpu"), default="all")
+    cat.add_argument("--match", metavar="TEXT", help="instance types whose name contains TEXT")
+    cat.add_argument(
+        "--max-price", type=NON_NEGATIVE, metavar="USD", help="on-demand price at most this"
+    )
+    cat.add_argument("--json", action="store_true", help="print JSON")
+    cat.add_argument("--catalog", metavar="FILE", help="a catalog file instead of the snapshot")
+    cat.add_argument("--region")
+
+    fl = sub.add_parser("flopp", help="FLOP per dollar per instance type and market")
+    fl.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    fl.add_argument("--market", choices=("all", "spot", "on_demand"), default="all")
+    fl.add_argument("--json", action="store_true", help="print JSON")
+    fl.add_argument(
+        "--store",
+        metavar="URI",
+        help="use the latest benchmarks in this store and write the flopp rows to it",
+    )
+    fl.add_argument("--catalog", metavar="FILE")
+    fl.add_argument("--throughput", metavar="FILE")
+    fl.add_argument("--region")
+
+    wl = sub.add_parser("workloads", help="list the sample workloads (and your own)")
+    wl.add_argument(
+        "--workloads", metavar="FILE", help="also list the workloads this file declares"
+    )
+
+
+def add_prices_parser(sub: Any) -> None:
+    pr = sub.add_parser("prices", help="refresh or show the store's price snapshots")
+    prs = pr.add_subparsers(dest="prices_command", required=True, metavar="ACTION")
+    ref = prs.add_parser("refresh", help="fetch current prices and specs into the store")
+    ref.add_argument(
+        "--source",
+        default="snapshot",
+        help="snapshot (default), aws, azure, skypilot, or a catalog file",
+    )
+    ref.add_argument("--regions", metavar="R,R", help="regions to fetch (aws, azure)")
+    ref.add_argument("--skypilot-csv", metavar="PATH_OR_URL", help="a SkyPilot vms.csv")
+    ref.add_argument("--store", metavar="URI")
+    ref.add_argument("--date", type=date_text, metavar="YYYY-MM-DD")
+    add_timeout(ref)
+    ref.add_argument("--json", action="store_true")
+    show = prs.add_parser("show", help="list the newest snapshot's prices")
+    show.add_argument("--store", metavar="URI")
+    show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
+    show.add_argument("--json", action="store_true")
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from deepvm.catalog import load_catalog
+
+    catalog = load_catalog(args.catalog, region=args.region)
+    df = {"all": catalog.instances, "gpu": catalog.gpu, "cpu": catalog.cpu}[args.kind]
+    if args.match:
+        df = df[df["instance_type"].str.contains(args.match, regex=False)]
+    if args.max_price is not None:
+        df = df[df["ondemand_price"] <= args.max_price]
+    columns = [
+        "region",
+        "instance_type",
+        "quota_group",
+        "vcpus",
+        "memory_gib",
+        "network_gbps",
+        "accelerator_name",
+        "accelerator_count",
+        "peak_flops",
+        "ondemand_price",
+        "spot_price",
+        "spot_zone",
+        "price_source",
+        "price_date",
+    ]
+    df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
+    if args.json:
+        keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
+        print_json(
+            {
+                "snapshot": catalog.snapshot,
+                "instances": json.loads(df[keys].to_json(orient="records", date_format="iso")),
+            }
+        )
+        return 0
+    print(f"{len(df)} instance types ({catalog.snapshot})")
+    print(table_text(df[columns].to_dict("records"), [(c, c) for c in columns]))
+    return 0
+
+
+def cmd_flopp(args: argparse.Namespace) -> int:
+    from deepvm.catalog import load_catalog
+    from deepvm.flopp import flopp_table, load_throughput, merge_measurements
+    from deepvm.planner.fleet import build_fleet
+    from deepvm.quotas import load_quotas
+    from deepvm.store_inputs import latest_measurements
+
+    writable_store(args.store)
+    catalog = load_catalog(args.catalog, region=args.region)
+    store = args.store or os.environ.get(ENV_STORE)
+    measured = merge_measurements(
+        latest_measurements(store) if store else None,
+        load_throughput(args.throughput) if args.throughput else None,
+    )
+    build_fleet(catalog, args.workload, quotas=load_quotas(), measured=measured)  # validates
+    df = flopp_table(catalog, args.workload, measured)
+    if args.market != "all":
+        df = df[df["market"] == args.market]
+    if args.store:
+        from deepvm.results import write_flopp
+
+        progress(f"wrote {write_flopp(df, args.store, catalog.snapshot)}")
+    if args.json:
+        print_json(
+            {
+                "workload": args.workload,
+                "rows": json.loads(df.to_json(orient="records", date_format="iso")),
+            }
+        )
+        return 0
+    shown = df.copy()
+    shown["tflops"] = shown["achieved_flops"].map(tflops)
+    shown["pflop_per_usd"] = shown["flopp"].map(lambda v: f"{v / 1e15:.1f}")
+    print(
+        table_text(
+            shown.to_dict("records"),
+            [
+                ("region", "region"),
+                ("instance_type", "instance_type"),
+                ("market", "market"),
+                ("tflops", "TFLOP/s"),
+                ("usd_per_hour", "$/h"),
+                ("pflop_per_usd", "PFLOP/$"),
+                ("flops_source", "F from"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from deepvm.workloads import WORKLOADS, load_workloads
+
+    registry = load_workloads(args.workloads) if args.workloads else WORKLOADS
+    rows = [
+        {
+            "name": w.name,
+            "parameters": f"{w.parameters / 1e6:.1f}M",
+            "checkpoint_gb": f"{w.checkpoint_gb:.3f}",
+            "memory": f"{w.accelerator_memory_gib:g}",
+            "description": w.description,
+        }
+        for w in registry.values()
+    ]
+    print(
+        table_text(
+            rows,
+            [
+                ("name", "name"),
+                ("parameters", "parameters"),
+                ("checkpoint_gb", "checkpoint GB"),
+                ("memory", "GPU GiB needed"),
+                ("description", "description"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_prices(args: argparse.Namespace) -> int:
+    from deepvm.store import Store, store_uri
+
+    store = store_uri(args.store)
+    if args.prices_command == "refresh":
+        from deepvm.catalog.sources import get_source
+        from deepvm.pipeline import refresh_prices
+
+        writable_store(store)
+        regions = regions_list(args.regions)
+        get_source(args.source, regions=regions, skypilot_csv=args.skypilot_csv)  # validates
+        progress(f"fetching prices from {args.source} ...")
+        r = refresh_prices(
+            store,
+            args.source,
+            snapshot_date=args.date,
+            regions=regions,
+            skypilot_csv=args.skypilot_csv,
+            timeout_s=args.timeout,
+        )
+        summary = {
+            "snapshot_date": r.snapshot_date,
+            "source": r.source,
+            "rows": r.rows,
+            "dropped": r.dropped,
+            "stale": r.stale,
+            "failed": r.failed,
+            "attempts": r.attempts,
+            "error": r.error,
+            "store": store,
+        }
+        if args.json:
+            print_json(summary)
+        elif r.failed and r.fallback_from == r.snapshot_date:
+            print(f"{r.source} FAILED ({r.error}); {r.snapshot_date} keeps the prices it has")
+        elif r.failed:
+            print(
+                f"{r.source} FAILED ({r.error}); carried the {r.fallback_from} snapshot "
+                f"forward as stale into {r.snapshot_date}"
+            )
+        else:
+            print(
+                f"{r.rows} prices from {r.source} into {store} ({r.snapshot_date}); "
+                f"{r.dropped} rows without a usable price dropped"
+            )
+        return 1 if r.failed else 0
+    dates = Store.open(store).partitions("prices")
+    if not dates:
+        raise DeepvmError(f"store {store!r} has no prices: run `deepvm prices refresh`")
+    newest = Store.open(store).read("prices", partitions=dates[-1:])  # that snapshot only
+    if args.match:
+        newest = newest[newest["instance_type"].str.contains(args.match, regex=False)]
+    newest = newest.sort_values(["instance_type", "market", "usd_per_hour"])
+    columns = [
+        "snapshot_date",
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "market",
+        "usd_per_hour",
+        "source",
+        "price_date",
+        "stale",
+    ]
+    if args.json:
+        print_json(
+            {"prices": json.loads(newest[columns].to_json(orient="records", date_format="iso"))}
+        )
+    else:
+        print(table_text(newest[columns].to_dict("records"), [(c, c) for c in columns]))
+    return 0

@@ -1,0 +1,145 @@
+"""The nightly run without Prefect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from deepvm.cli.common import (
+    NON_NEGATIVE,
+    add_timeout,
+    date_text,
+    print_json,
+    regions_list,
+    writable_store,
+)
+
+
+def add_parsers(sub: Any) -> None:
+    nt = sub.add_parser(
+        "nightly",
+        help="refresh prices, FLOPP, refit, re-plan every registered job, plan the fleet",
+        description="The nightly run without Prefect: prices -> FLOPP -> refit (when there "
+        "are newer scaling runs) -> re-plan every job of the scenarios file -> one fleet "
+        "plan for all of them under the shared quotas -> change report; then every month "
+        "that ended before the night's date is compacted into one file per table.",
+    )
+    nt.add_argument(
+        "--store", metavar="URI", help="the store (default: $DEEPVM_STORE, else ./deepvm-store)"
+    )
+    nt.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
+    )
+    nt.add_argument(
+        "--source",
+        default="snapshot",
+        help="price source: snapshot (default), aws, azure, skypilot, or a file",
+    )
+    nt.add_argument(
+        "--regions",
+        metavar="R,R",
+        help="price regions to fetch (aws, azure); every region is planned",
+    )
+    nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
+    nt.add_argument(
+        "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
+    )
+    nt.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="your own workloads, which the scenarios file's jobs may name (see recommend)",
+    )
+    nt.add_argument(
+        "--team-budget",
+        type=NON_NEGATIVE,
+        metavar="USD_PER_HOUR",
+        help="the most all the jobs' clusters may cost together per hour in the fleet "
+        "plan (default: none)",
+    )
+    nt.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="leave finished months' daily files as they are (see `deepvm store compact`)",
+    )
+    add_timeout(nt)
+    nt.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from deepvm.pipeline import nightly
+    from deepvm.report import change_report_markdown
+    from deepvm.scenarios import load_scenarios
+    from deepvm.store import store_uri
+    from deepvm.workloads import load_workloads
+
+    registry = load_workloads(args.workloads) if args.workloads else None
+    scenarios = load_scenarios(args.scenarios, registry)
+    store = writable_store(store_uri(args.store))
+    assert store is not None
+    report = nightly(
+        store,
+        scenarios,
+        source=args.source,
+        snapshot_date=args.date,
+        regions=regions_list(args.regions),
+        skypilot_csv=args.skypilot_csv,
+        timeout_s=args.timeout,
+        team_budget=args.team_budget,
+        workloads=args.workloads,
+        compact=not args.no_compact,
+    )
+    failed = [p for p in report.plans if p.error]
+    if args.json:
+        print_json(
+            {
+                "snapshot_date": report.snapshot_date,
+                "store": store,
+                "prices": {
+                    "source": report.prices.source,
+                    "failed": report.prices.failed,
+                    "stale": report.prices.stale,
+                    "rows": report.prices.rows,
+                    "attempts": report.prices.attempts,
+                    "error": report.prices.error,
+                },
+                "refitted_models": report.refitted,
+                "plans": [
+                    {
+                        "scenario": p.scenario,
+                        "error": p.error,
+                        "recommendations": 0
+                        if p.recommendations is None
+                        else len(p.recommendations),
+                    }
+                    for p in report.plans
+                ],
+                "fleet": None if report.fleet is None else report.fleet.as_dict(),
+                "changes": json.loads(report.changes.to_json(orient="records")),
+                "compacted": None
+                if report.compacted is None
+                else {t: m for t, m in report.compacted.months.items() if m},
+                "compact_error": report.compact_error,
+            }
+        )
+    else:
+        print(change_report_markdown(report.changes, prices=report.prices))
+        for p in failed:
+            print(f"job {p.scenario} not planned: {p.error}", file=sys.stderr)
+    if report.compact_error:
+        print(
+            f"warning: the night is published, but compacting finished months failed: "
+            f"{report.compact_error}",
+            file=sys.stderr,
+        )
+    if report.prices.failed:
+        print(
+            f"deepvm: price source {report.prices.source!r} unreachable "
+            f"({report.prices.error}); planned on the {report.prices.fallback_from} snapshot",
+            file=sys.stderr,
+        )
+        return 1
+    return 0 if len(failed) < len(report.plans) else 1

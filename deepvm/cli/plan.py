@@ -1,0 +1,465 @@
+"""Planning commands: recommend, sweep, compare, fleet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from deepvm.cli.common import (
+    NON_NEGATIVE,
+    POSITIVE,
+    SMALL_COUNT,
+    add_inputs,
+    add_job,
+    add_time_limit,
+    check_outputs,
+    dollars_text,
+    hours_text,
+    job_from_args,
+    money_text,
+    name_text,
+    planner_inputs,
+    print_json,
+    progress,
+    table_text,
+    tflops,
+    writable_store,
+)
+from deepvm.config import (
+    DEFAULT_TOP,
+    ENV_STORE,
+)
+from deepvm.errors import DeepvmError
+
+
+def add_parsers(sub: Any) -> None:
+    rec = sub.add_parser(
+        "recommend",
+        help="the best clusters for a budget",
+        description="Rank the best clusters for at most BUDGET USD per hour.",
+    )
+    rec.add_argument(
+        "--budget",
+        type=POSITIVE,
+        required=True,
+        metavar="USD_PER_HOUR",
+        help="the most you pay per hour for the whole cluster",
+    )
+    rec.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help="deepvm (default), deepvm_noscale, cost_first, performance_first, "
+        "on_demand, or all; repeatable",
+    )
+    rec.add_argument(
+        "--top",
+        type=SMALL_COUNT,
+        default=DEFAULT_TOP,
+        metavar="K",
+        help=f"distinct configurations per optimised policy (default: {DEFAULT_TOP})",
+    )
+    rec.add_argument(
+        "--store",
+        metavar="URI",
+        help="read benchmarks from and write the recommendations to this store "
+        "(default: $DEEPVM_STORE if set, else nothing is read or written)",
+    )
+    rec.add_argument(
+        "--scenario",
+        type=name_text,
+        help="name of this job in the store (default: derived from workload, budget and objective)",
+    )
+    add_job(rec)
+    add_inputs(rec)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="every policy over a range of budgets",
+        description="The paper's simulation: every policy at every budget.",
+    )
+    sw.add_argument(
+        "--budgets",
+        required=True,
+        metavar="START:STOP:STEP",
+        help="budgets in USD/h, STOP excluded (e.g. 0:10.1:0.1), or a comma list",
+    )
+    sw.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help="policies to sweep (default: all); repeatable",
+    )
+    sw.add_argument("--out", metavar="FILE.parquet", help="also write the results as Parquet")
+    sw.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw normalised performance per policy against the budget",
+    )
+    sw.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
+    add_job(sw)
+    add_inputs(sw)
+
+    cmp_ = sub.add_parser(
+        "compare",
+        help="one training job on deepvm's top clusters vs the cost-first and "
+        "performance-first rules",
+        description="Expected makespan (with preemption) and hourly price of deepvm's top-3 "
+        "clusters next to cost-first and performance-first, for a fixed amount of work "
+        "(the DeepVM paper's AWS comparison).",
+    )
+    cmp_.add_argument("--budget", type=POSITIVE, required=True, metavar="USD_PER_HOUR")
+    cmp_.add_argument(
+        "--top",
+        type=SMALL_COUNT,
+        default=DEFAULT_TOP,
+        metavar="K",
+        help=f"deepvm clusters (default: {DEFAULT_TOP})",
+    )
+    cmp_.add_argument("--out", metavar="FILE.parquet", help="also write the rows as Parquet")
+    cmp_.add_argument("--plot", metavar="FILE.png", help="also draw makespan and price per cluster")
+    cmp_.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
+    add_job(cmp_)
+    add_inputs(cmp_)
+
+    fl_ = sub.add_parser(
+        "fleet",
+        help="one plan for every registered job under the shared quotas",
+        description="Plan every job of the scenarios file at once: each job's best cluster "
+        "such that together they fit the account's quotas (per region, quota group and "
+        "market) and, with --team-budget, the team's hourly budget. Jobs gain priority x "
+        "(their objective over what they would get alone); a job may stay unplanned.",
+    )
+    fl_.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
+    )
+    fl_.add_argument(
+        "--team-budget",
+        type=NON_NEGATIVE,
+        metavar="USD_PER_HOUR",
+        help="the most all the jobs' clusters may cost together per hour (default: none)",
+    )
+    fl_.add_argument(
+        "--store",
+        metavar="URI",
+        help="plan on this store's newest prices, benchmarks and fits (read only; "
+        "default: $DEEPVM_STORE if set)",
+    )
+    add_time_limit(fl_)
+    fl_.add_argument("--json", action="store_true", help="print one JSON object")
+    add_inputs(fl_)
+
+
+REC_JSON_KEYS = (
+    "policy",
+    "rank",
+    "region",
+    "zone",
+    "architecture",
+    "worker_type",
+    "n_workers",
+    "n_spot",
+    "n_on_demand",
+    "remote_type",
+    "n_remote",
+    "hourly_cost",
+    "throughput_flops",
+    "objective_value",
+    "preemptions_per_h",
+    "checkpoint_interval_s",
+    "efficiency",
+    "goodput_flops",
+    "expected_makespan_h",
+    "expected_total_cost",
+    "overhead_model",
+    "overhead_source",
+    "flops_source",
+)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from deepvm.planner import recommend
+
+    store_uri = writable_store(args.store or os.environ.get(ENV_STORE))
+    inputs = planner_inputs(args)
+    job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
+    result = recommend(args.budget, job, inputs=inputs)
+    written = None
+    if store_uri:
+        from deepvm.results import write_recommendations
+
+        written, _ = write_recommendations(result, store_uri, scenario=args.scenario)
+    recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
+    if args.json:
+        print_json(
+            {
+                "budget": result.budget,
+                "objective": result.objective,
+                "workload": result.workload,
+                "checkpoint_gb": result.checkpoint_gb,
+                "prices_snapshot": result.prices_snapshot,
+                "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
+                "measurements": {
+                    "used": list(result.measurements.used),
+                    "not_used": list(result.measurements.not_used),
+                },
+                "left_out": list(result.left_out),
+            }
+        )
+    else:
+        print(
+            f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
+            f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
+            f"{result.prices_snapshot}"
+        )
+        for r in recs:
+            r["cluster"] = _cluster_text(r)
+            r["tflops"] = tflops(r["throughput_flops"])
+            r["cost"] = f"{r['hourly_cost']:.4f}"
+            r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
+            r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
+            r["makespan"] = hours_text(r["expected_makespan_h"])
+            r["total"] = dollars_text(r["expected_total_cost"])
+        columns = [("policy", "policy"), ("rank", "#")]
+        if len({r["region"] for r in recs}) > 1:  # ranked across regions: say where
+            columns.append(("region", "region"))
+        columns += [
+            ("architecture", "architecture"),
+            ("cluster", "cluster"),
+            ("cost", "$/h"),
+            ("tflops", "TFLOP/s"),
+            ("risk", "preemptions, efficiency"),
+        ]
+        if result.work_flops is not None:
+            columns += [("makespan", "makespan"), ("total", "total $")]
+        columns += [("flops_source", "F from"), ("scaling", "scaling model")]
+        print(table_text(recs, columns))
+        if any(r["flops_source"] == "estimate" for r in recs):
+            print(
+                "F from 'estimate': no measurement or published figure; the accelerators' "
+                "peak FLOP/s times the share of peak that the published GPU nearest in "
+                "peak reaches on this workload (measure with --throughput FILE)."
+            )
+        notes = result.measurements.describe()
+        if notes:
+            print(notes)
+        if result.left_out:
+            print(
+                "left out (their GPUs cannot hold the workload): "
+                + ", ".join(
+                    f"{o['instance_type']} ({o['reason']})" for o in _by_type(result.left_out)
+                )
+            )
+    if written is not None:
+        progress(f"wrote {written}")
+    return 0
+
+
+def _by_type(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """One row per instance type (the same type is left out in every region)."""
+    return list({r["instance_type"]: r for r in rows}.values())
+
+
+def _cluster_text(r: dict[str, Any]) -> str:
+    text = f"{r['n_workers']} x {r['worker_type']} ({r['n_spot']} spot, {r['n_on_demand']} od)"
+    if isinstance(r.get("remote_type"), str) and r["remote_type"]:
+        text += f" + {r['n_remote']} x {r['remote_type']}"
+    return text
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from deepvm.planner import parse_budgets, sweep
+
+    budgets = parse_budgets(args.budgets)
+    check_outputs(args.out, args.plot)
+    inputs = planner_inputs(args)
+    result = sweep(
+        budgets, job_from_args(args, policies=["all"], workloads=inputs.workloads), inputs=inputs
+    )
+    if args.out:
+        from deepvm.results import write_parquet_atomic
+
+        write_parquet_atomic(result.results, args.out)
+    if args.plot:
+        from deepvm.plots import plot_sweep
+
+        title = f"{result.workload}, objective {result.objective}"
+        progress(f"wrote {plot_sweep(result.results, args.plot, title)}")
+    if args.json:  # pandas is not needed for these rows: sweeps stay light (benchmarks/planner.py)
+        print_json({"budgets": result.budgets, "results": result.rows})
+        return 0
+    shown = [
+        {**r, "tflops": tflops(r["throughput_flops"]), "normalized": f"{r['normalized']:.3f}"}
+        for r in result.rows
+    ]
+    print(
+        table_text(
+            shown,
+            [
+                ("budget", "budget"),
+                ("policy", "policy"),
+                ("architecture", "architecture"),
+                ("worker_type", "worker"),
+                ("n_workers", "n"),
+                ("remote_type", "remote"),
+                ("n_remote", "m"),
+                ("hourly_cost", "$/h"),
+                ("tflops", "TFLOP/s"),
+                ("normalized", "normalized"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from deepvm.planner import compare
+
+    check_outputs(args.out, args.plot)
+    inputs = planner_inputs(args)
+    job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
+    if job.work_flops is None:
+        raise DeepvmError(
+            "compare needs the training job: --work FLOPS, or --epochs with --dataset-size"
+        )
+    result, df = compare(args.budget, job.work_flops, job, inputs=inputs)
+    df["cluster"] = [_cluster_text(r) for r in df.to_dict("records")]
+    if args.out:
+        from deepvm.results import write_parquet_atomic
+
+        write_parquet_atomic(df, args.out)
+    if args.plot:
+        from deepvm.plots import plot_compare
+
+        title = (
+            f"{result.workload}: {result.work_flops:.3g} FLOPs within ${result.budget:g}/h "
+            f"(objective {result.objective})"
+        )
+        progress(f"wrote {plot_compare(df, args.plot, title)}")
+    if args.json:
+        print_json(
+            {
+                "budget": result.budget,
+                "work_flops": result.work_flops,
+                "objective": result.objective,
+                "workload": result.workload,
+                "rows": json.loads(df.to_json(orient="records")),
+            }
+        )
+        return 0
+    print(
+        f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
+        f"objective {result.objective}, prices {result.prices_snapshot}"
+    )
+    shown = df.to_dict("records")
+    for r in shown:
+        r["cost"] = f"{r['hourly_cost']:.4f}"
+        r["tflops"] = tflops(r["throughput_flops"])
+        r["eff"] = f"{r['efficiency']:.1%}"
+        r["makespan"] = hours_text(r["expected_makespan_h"])
+        r["total"] = dollars_text(r["expected_total_cost"])
+    print(
+        table_text(
+            shown,
+            [
+                ("label", "cluster of"),
+                ("architecture", "architecture"),
+                ("cluster", "cluster"),
+                ("cost", "$/h"),
+                ("tflops", "TFLOP/s"),
+                ("eff", "efficiency"),
+                ("makespan", "makespan"),
+                ("total", "total $"),
+            ],
+        )
+    )
+    return 0
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from deepvm.errors import SolverError
+    from deepvm.planner.fleet_plan import plan_fleet
+    from deepvm.scenarios import load_scenarios
+
+    inputs = planner_inputs(args)
+    jobs = load_scenarios(args.scenarios, inputs.workloads)
+    plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
+    if plan.status != "optimal":
+        raise SolverError(
+            f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
+            f"{plan.solve_s:.1f} s without a proven optimum; raise --time-limit"
+        )
+    if args.json:
+        print_json(plan.as_dict())
+        return 0
+    team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
+    print(
+        f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
+        f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
+    )
+    rows = []
+    for job in plan.as_dict()["jobs"]:
+        planned = job["planned"]
+        rows.append(
+            {
+                "scenario": job["scenario"],
+                "priority": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
+                "value": f"{job['value']:.3f}",
+                "region": job["region"],
+                "cluster": _cluster_text(job) if planned else "unplanned",
+                "cost": money_text(job["hourly_cost"]),
+                "tflops": tflops(job["throughput_flops"]) if planned else None,
+                "solo_cost": (
+                    f"{job['solo_hourly_cost']:.4f}"
+                    if job["solo_hourly_cost"] is not None
+                    else None
+                ),
+                "solo_tflops": (
+                    tflops(job["solo_throughput_flops"])
+                    if job["solo_throughput_flops"] is not None
+                    else None
+                ),
+                "binding": job["binding"] or job["note"],
+            }
+        )
+    columns = [("scenario", "job"), ("priority", "priority"), ("value", "value")]
+    if len({r["region"] for r in rows if r["region"]}) > 1:
+        columns.append(("region", "region"))
+    columns += [
+        ("cluster", "cluster"),
+        ("cost", "$/h"),
+        ("tflops", "TFLOP/s"),
+        ("solo_cost", "alone $/h"),
+        ("solo_tflops", "alone TFLOP/s"),
+        ("binding", "held back by"),
+    ]
+    print(table_text(rows, columns))
+    print()
+    usage = [
+        {
+            **u,
+            "where": f"{u['quota_group']} {u['market'].replace('_', '-')}"
+            + (f" in {u['region']}" if u["region"] else ""),
+            "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
+            "vcpus": f"{u['vcpus']:g}",
+            "solo_vcpus": f"{u['solo_vcpus']:g}",
+        }
+        for u in plan.as_dict()["usage"]
+    ]
+    print(
+        table_text(
+            usage,
+            [
+                ("where", "quota"),
+                ("vcpus", "fleet vCPUs"),
+                ("quota", "limit"),
+                ("solo_vcpus", "vCPUs if planned alone"),
+            ],
+        )
+    )
+    return 0

@@ -1,0 +1,284 @@
+"""Monte Carlo checks of the analytic models."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from deepvm.cli.common import (
+    MAX_NODES_CAP,
+    MAX_SIMULATED_RUNS,
+    NODE_COUNT,
+    NON_NEGATIVE,
+    POSITIVE,
+    SMALL_COUNT,
+    add_inputs,
+    number,
+    planner_inputs,
+    print_json,
+)
+from deepvm.config import (
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_RESTART_S,
+    DEFAULT_WORKLOAD,
+)
+from deepvm.errors import DeepvmError
+
+
+def add_parsers(sub: Any) -> None:
+    sim = sub.add_parser("simulate", help="Monte Carlo checks of the analytic models")
+    sims = sim.add_subparsers(dest="simulate_command", required=True, metavar="WHAT")
+    pre = sims.add_parser(
+        "preemption",
+        help="makespan of one training run under spot preemptions",
+        description="Simulate many seeded runs (exponential preemptions per spot node, work "
+        "since the last checkpoint lost, a restart after each) and compare with the analytic "
+        "expected makespan (deepvm.preemption).",
+    )
+    explicit = pre.add_argument_group("an explicit configuration")
+    explicit.add_argument(
+        "--n-spot",
+        type=number(ge=0, le=MAX_NODES_CAP, integer=True),
+        help="spot nodes in the cluster",
+    )
+    explicit.add_argument(
+        "--interruption-rate",
+        type=number(ge=0, lt=1),
+        metavar="F",
+        help="fraction of spot instances reclaimed per month, e.g. 0.05",
+    )
+    explicit.add_argument(
+        "--checkpoint-stall-s",
+        type=NON_NEGATIVE,
+        help="seconds a checkpoint stalls training (default: 60, or the model's for "
+        "--instance-type)",
+    )
+    config = pre.add_argument_group(
+        "or a configuration from the catalog (rate, stall, restart and price from the "
+        "goodput model)"
+    )
+    config.add_argument("--instance-type", metavar="TYPE", help="the GPU worker type")
+    config.add_argument(
+        "--architecture",
+        choices=("single_anchor", "tiering", "on_demand", "spot_object_store"),
+        default="single_anchor",
+    )
+    config.add_argument(
+        "--n-workers",
+        type=NODE_COUNT,
+        metavar="N",
+        help="GPU nodes (default: 8)",
+    )
+    config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
+    config.add_argument(
+        "--n-remote",
+        type=NODE_COUNT,
+        default=1,
+        metavar="M",
+        help="tiering: nodes",
+    )
+    config.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    config.add_argument("--checkpoint-gb", type=NON_NEGATIVE, metavar="GB")
+    config.add_argument(
+        "--checkpoint-versions",
+        type=SMALL_COUNT,
+        default=DEFAULT_CHECKPOINT_VERSIONS,
+        metavar="K",
+    )
+    config.add_argument(
+        "--work", type=POSITIVE, metavar="FLOPS", help="total FLOPs (instead of --work-hours)"
+    )
+    add_inputs(pre)
+    pre.add_argument(
+        "--work-hours",
+        type=POSITIVE,
+        help="failure-free compute time of the run, hours",
+    )
+    pre.add_argument(
+        "--checkpoint-interval-s",
+        type=POSITIVE,
+        help="seconds of work between checkpoints (default: Young/Daly)",
+    )
+    pre.add_argument(
+        "--restart-s",
+        type=NON_NEGATIVE,
+        default=DEFAULT_RESTART_S,
+        help=f"seconds to re-acquire a node (default: {DEFAULT_RESTART_S:g}; with "
+        "--instance-type the checkpoint reload is added)",
+    )
+    pre.add_argument(
+        "--hourly-cost",
+        type=NON_NEGATIVE,
+        help="USD/h, for cost_mean (default: 0, or the configuration's price)",
+    )
+    pre.add_argument(
+        "--runs",
+        type=number(ge=2, le=MAX_SIMULATED_RUNS, integer=True),
+        default=2000,
+        help=f"simulated runs, 2 to {MAX_SIMULATED_RUNS:,} (default: 2000)",
+    )
+    pre.add_argument(
+        "--seed", type=number(ge=0, le=2**32 - 1, integer=True), default=0, help="random seed"
+    )
+    pre.add_argument("--json", action="store_true")
+
+
+@dataclass(frozen=True)
+class _SimulatedCase:
+    rate_per_s: float  # the cluster's preemption rate
+    work_hours: float
+    stall_s: float
+    restart_s: float
+    hourly_cost: float
+    described: str
+
+
+def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
+    """The rate, stall, restart, price and work of a catalog configuration."""
+    from deepvm.planner.api import make_job
+    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
+    from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
+
+    fleet = planner_inputs(args).fleet(args.workload)
+    places = [i for i, t in enumerate(fleet.gpu_types) if t == args.instance_type]
+    if not places:
+        raise DeepvmError(
+            f"--instance-type {args.instance_type!r} is not a GPU type of the catalog"
+        )
+    if len(places) > 1:  # the same type in several regions: prices differ
+        listed = ", ".join(fleet.gpu_region_of(i) for i in places)
+        raise DeepvmError(
+            f"--instance-type {args.instance_type!r} is in several regions ({listed}); "
+            "pick one with --region"
+        )
+    i = places[0]
+    n = 8 if args.n_workers is None else args.n_workers
+    remote = None
+    if args.architecture == TIERING:
+        local = [
+            j
+            for j, t in enumerate(fleet.cpu_types)
+            if t == args.remote_type and fleet.cpu_region_of(j) == fleet.gpu_region_of(i)
+        ]
+        if not local:
+            raise DeepvmError(
+                "--architecture tiering needs --remote-type, a CPU type of the catalog in "
+                f"the workers' region ({fleet.gpu_region_of(i)})"
+            )
+        remote = local[0]
+    job = make_job(args.workload, args.checkpoint_gb, args.checkpoint_versions)
+    costs = CheckpointCosts(restart_s=args.restart_s)
+    fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
+    config = Config(args.architecture, i, n, remote, args.n_remote if remote is not None else 0)
+    broken = violations(fleet, job, config, math.inf)
+    if broken:
+        raise DeepvmError(
+            f"{n} x {args.instance_type} ({args.architecture}) is not a feasible cluster: "
+            + ", ".join(broken)
+        )
+    work_hours = args.work_hours
+    if args.work is not None:
+        if work_hours is not None:
+            raise DeepvmError("give --work or --work-hours, not both")
+        if not args.work > 0:
+            raise DeepvmError("--work must be a positive number of FLOPs")
+        work_hours = args.work / throughput(fleet, config) / 3600.0
+    if work_hours is None:
+        raise DeepvmError("simulate needs --work-hours or --work")
+    r = config_risk(fleet, config, job, costs)
+    described = f"{n} x {args.instance_type} ({args.architecture}, {config.n_spot} spot)"
+    return _SimulatedCase(
+        float(r.rate_per_s[0]),
+        work_hours,
+        float(r.stall_s[0]),
+        float(r.restart_s[0]),
+        hourly_cost(fleet, config) if args.hourly_cost is None else args.hourly_cost,
+        described,
+    )
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
+
+    if args.instance_type is not None:
+        if args.n_spot is not None or args.interruption_rate is not None:
+            raise DeepvmError(
+                "--instance-type takes --n-spot and --interruption-rate from the catalog"
+            )
+        case = _case_from_catalog(args)
+        if args.checkpoint_stall_s is not None:
+            case = replace(case, stall_s=args.checkpoint_stall_s)
+    else:
+        if args.n_spot is None or args.interruption_rate is None or args.work_hours is None:
+            raise DeepvmError(
+                "simulate needs --n-spot, --interruption-rate and --work-hours, or --instance-type"
+            )
+        if args.n_spot < 0:
+            raise DeepvmError("--n-spot must be >= 0")
+        if not 0 <= args.interruption_rate < 1:
+            raise DeepvmError("--interruption-rate must be in [0, 1)")
+        case = _SimulatedCase(
+            cluster_rate_per_s(args.n_spot, args.interruption_rate),
+            args.work_hours,
+            60.0 if args.checkpoint_stall_s is None else args.checkpoint_stall_s,
+            args.restart_s,
+            args.hourly_cost or 0.0,
+            f"{args.n_spot} spot nodes",
+        )
+    checks = [
+        (case.work_hours > 0, "--work-hours must be > 0"),
+        (
+            case.stall_s >= 0 and case.restart_s >= 0,
+            "--checkpoint-stall-s and --restart-s must be >= 0",
+        ),
+        (
+            args.checkpoint_interval_s is None or args.checkpoint_interval_s > 0,
+            "--checkpoint-interval-s must be > 0",
+        ),
+        (args.runs >= 2, "--runs must be >= 2"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise DeepvmError(message)
+    rate = case.rate_per_s
+    analytic = expected_makespan(
+        case.work_hours, rate, args.checkpoint_interval_s, case.stall_s, case.restart_s
+    )
+    sim = simulate(
+        case.work_hours,
+        rate,
+        analytic.checkpoint_interval_s,
+        case.stall_s,
+        case.restart_s,
+        hourly_cost=case.hourly_cost,
+        runs=args.runs,
+        seed=args.seed,
+    )
+    out = {
+        "simulated": {
+            "makespan_h_mean": sim.makespan_h_mean,
+            "makespan_h_std": sim.makespan_h_std,
+            "cost_mean": sim.cost_mean,
+        },
+        "analytic": {
+            "makespan_h": analytic.makespan_h,
+            "checkpoint_interval_s": analytic.checkpoint_interval_s,
+            "efficiency": analytic.efficiency,
+        },
+    }
+    if args.json:
+        print_json(out)
+    else:
+        print(
+            f"{case.described}: preemption rate {rate * 3600:.4g}/h; {case.work_hours:.4g} h of "
+            f"work; checkpoint stall {case.stall_s:.3g} s every "
+            f"{analytic.checkpoint_interval_s:.0f} s of work; restart {case.restart_s:.3g} s"
+        )
+        print(
+            f"analytic makespan {analytic.makespan_h:.4g} h (efficiency "
+            f"{analytic.efficiency:.1%}); simulated {sim.makespan_h_mean:.4g} h "
+            f"± {sim.makespan_h_std:.3g} over {sim.runs} runs; mean cost ${sim.cost_mean:,.2f}"
+        )
+    return 0
