@@ -123,6 +123,19 @@ def test_nightly_twice_same_date_no_duplicates(tmp_path):
     assert len(prices) == SHIPPED_PRICE_ROWS
     third = f.nightly(store=store, snapshot_date="2026-12-02")
     assert third["changed"] == []  # same prices, same answers
+    assert third["compacted"] == {}  # no month has ended yet
+    # the first night of a month compacts the month before
+    fourth = f.nightly(store=store, snapshot_date="2027-01-01")
+    assert fourth["compacted"]["recommendations"] == ["2026-12"]
+    month = tmp_path / "recommendations" / "snapshot_month=2026-12"
+    assert [p.name for p in month.iterdir()] == ["part-compacted.parquet"]
+    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    assert sorted(recs["snapshot_date"].astype(str).unique()) == [
+        "2026-12-01",
+        "2026-12-02",
+        "2027-01-01",
+    ]
+    assert not recs.duplicated(keys).any()
 
 
 def test_fit_overhead_flow(tmp_path):
