@@ -237,6 +237,8 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("solver", pa.string()),
                 ("solve_s", pa.float64()),
                 ("prices_snapshot", pa.string()),
+                # what stops the cluster growing by one node (null in files before it)
+                ("binding", pa.string()),
             ]
         ),
     ),

@@ -256,7 +256,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
         help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
     )
     add_time_limit(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_format(p)
 
 
 def add_time_limit(p: argparse.ArgumentParser) -> None:
@@ -434,3 +434,84 @@ def progress(message: str) -> None:
 
 def money_text(usd_per_hour: float | None) -> str | None:
     return None if usd_per_hour is None else f"{usd_per_hour:.4f}"
+
+
+# --- listings: --format table|json|csv, --columns ----------------------------------------
+
+FORMATS = ("table", "json", "csv")
+
+
+def add_format(p: argparse.ArgumentParser, *, json_help: str = "print one JSON object") -> None:
+    """--json, --format and --columns for a command that lists rows."""
+    g = p.add_argument_group("output")
+    g.add_argument("--json", action="store_true", help=f"{json_help} (the same as --format json)")
+    g.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="table (default), json, or csv (one row per line, every field; "
+        "pandas.read_csv reads it)",
+    )
+    g.add_argument(
+        "--columns",
+        metavar="NAME,NAME",
+        help="the columns of the table or CSV, in order (default: a narrow table, or every "
+        "field in CSV); a name it does not know lists the ones it does",
+    )
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """table, json or csv: --json is --format json."""
+    chosen = getattr(args, "format", None)
+    if getattr(args, "json", False):
+        if chosen not in (None, "json"):
+            raise DeepvmError(f"--json and --format {chosen} ask for two formats: give one")
+        return "json"
+    return chosen or "table"
+
+
+def print_listing(
+    args: argparse.Namespace,
+    rows: Sequence[dict[str, Any]],
+    table_columns: Sequence[tuple[str, str]],
+    csv_keys: Sequence[str],
+) -> None:
+    """``rows`` as an aligned table (``table_columns``: key and header) or as CSV
+    (``csv_keys``, the raw fields); --columns picks any of the rows' keys instead."""
+    fmt = output_format(args)
+    headers = dict(table_columns)
+    known = list(dict.fromkeys([*csv_keys, *headers, *(k for r in rows for k in r)]))
+    picked = _picked_columns(getattr(args, "columns", None), known)
+    if fmt == "csv":
+        import csv
+
+        keys = picked or list(csv_keys)
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(keys)
+        for r in rows:
+            writer.writerow([_csv_cell(r.get(k)) for k in keys])
+        return
+    columns = [(k, headers.get(k, k)) for k in picked] if picked else list(table_columns)
+    print(table_text(list(rows), columns))
+
+
+def _picked_columns(text: str | None, known: Sequence[str]) -> list[str]:
+    if not text:
+        return []
+    picked = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in picked if c not in known]
+    if unknown or not picked:
+        raise DeepvmError(
+            f"--columns {text!r}: {', '.join(unknown) or 'no column'} is not a column here; "
+            f"choose from {', '.join(known)}"
+        )
+    return picked
+
+
+def _csv_cell(value: Any) -> Any:
+    """CSV cells: numbers as they are, nothing for None and NaN, nested values as JSON."""
+    value = json_safe(value)
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value

@@ -9,12 +9,14 @@ from typing import Any
 
 from deepvm.cli.common import (
     NON_NEGATIVE,
+    add_format,
     add_timeout,
     date_text,
+    output_format,
     print_json,
+    print_listing,
     progress,
     regions_list,
-    table_text,
     tflops,
     writable_store,
 )
@@ -32,14 +34,14 @@ def add_parsers(sub: Any) -> None:
     cat.add_argument(
         "--max-price", type=NON_NEGATIVE, metavar="USD", help="on-demand price at most this"
     )
-    cat.add_argument("--json", action="store_true", help="print JSON")
+    add_format(cat, json_help="print JSON")
     cat.add_argument("--catalog", metavar="FILE", help="a catalog file instead of the snapshot")
     cat.add_argument("--region")
 
     fl = sub.add_parser("flopp", help="FLOP per dollar per instance type and market")
     fl.add_argument("--workload", default=DEFAULT_WORKLOAD)
     fl.add_argument("--market", choices=("all", "spot", "on_demand"), default="all")
-    fl.add_argument("--json", action="store_true", help="print JSON")
+    add_format(fl, json_help="print JSON")
     fl.add_argument(
         "--store",
         metavar="URI",
@@ -53,6 +55,7 @@ def add_parsers(sub: Any) -> None:
     wl.add_argument(
         "--workloads", metavar="FILE", help="also list the workloads this file declares"
     )
+    add_format(wl, json_help="print JSON")
 
 
 def add_prices_parser(sub: Any) -> None:
@@ -73,7 +76,7 @@ def add_prices_parser(sub: Any) -> None:
     show = prs.add_parser("show", help="list the newest snapshot's prices")
     show.add_argument("--store", metavar="URI")
     show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
-    show.add_argument("--json", action="store_true")
+    add_format(show, json_help="print JSON")
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -102,17 +105,30 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "price_date",
     ]
     df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
-    if args.json:
-        keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
-        print_json(
-            {
-                "snapshot": catalog.snapshot,
-                "instances": json.loads(df[keys].to_json(orient="records", date_format="iso")),
-            }
-        )
+    keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
+    records = json.loads(df[keys].to_json(orient="records", date_format="iso"))
+    fmt = output_format(args)
+    if fmt == "json":
+        print_json({"snapshot": catalog.snapshot, "instances": records})
         return 0
-    print(f"{len(df)} instance types ({catalog.snapshot})")
-    print(table_text(df[columns].to_dict("records"), [(c, c) for c in columns]))
+    if fmt == "table":
+        print(f"{len(df)} instance types ({catalog.snapshot})")
+    for r in records:
+        r["gpus"] = (
+            f"{r['accelerator_count']:g} x {r['accelerator_name']}" if r["accelerator_count"] else ""
+        )
+    shown = [
+        ("region", "region"),
+        ("instance_type", "instance_type"),
+        ("quota_group", "group"),
+        ("vcpus", "vCPUs"),
+        ("gpus", "GPUs"),
+        ("ondemand_price", "on-demand $/h"),
+        ("spot_price", "spot $/h"),
+        ("spot_zone", "spot zone"),
+        ("price_date", "price date"),
+    ]
+    print_listing(args, records, shown, keys)
     return 0
 
 
@@ -138,30 +154,26 @@ def cmd_flopp(args: argparse.Namespace) -> int:
         from deepvm.results import write_flopp
 
         progress(f"wrote {write_flopp(df, args.store, catalog.snapshot)}")
-    if args.json:
-        print_json(
-            {
-                "workload": args.workload,
-                "rows": json.loads(df.to_json(orient="records", date_format="iso")),
-            }
-        )
+    records = json.loads(df.to_json(orient="records", date_format="iso"))
+    if output_format(args) == "json":
+        print_json({"workload": args.workload, "rows": records})
         return 0
-    shown = df.copy()
-    shown["tflops"] = shown["achieved_flops"].map(tflops)
-    shown["pflop_per_usd"] = shown["flopp"].map(lambda v: f"{v / 1e15:.1f}")
-    print(
-        table_text(
-            shown.to_dict("records"),
-            [
-                ("region", "region"),
-                ("instance_type", "instance_type"),
-                ("market", "market"),
-                ("tflops", "TFLOP/s"),
-                ("usd_per_hour", "$/h"),
-                ("pflop_per_usd", "PFLOP/$"),
-                ("flops_source", "F from"),
-            ],
-        )
+    for r in records:
+        r["tflops"] = tflops(r["achieved_flops"])
+        r["pflop_per_usd"] = f"{r['flopp'] / 1e15:.1f}"
+    print_listing(
+        args,
+        records,
+        [
+            ("region", "region"),
+            ("instance_type", "instance_type"),
+            ("market", "market"),
+            ("tflops", "TFLOP/s"),
+            ("usd_per_hour", "$/h"),
+            ("pflop_per_usd", "PFLOP/$"),
+            ("flops_source", "F from"),
+        ],
+        list(df.columns),
     )
     return 0
 
@@ -173,24 +185,36 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     rows = [
         {
             "name": w.name,
-            "parameters": f"{w.parameters / 1e6:.1f}M",
-            "checkpoint_gb": f"{w.checkpoint_gb:.3f}",
-            "memory": f"{w.accelerator_memory_gib:g}",
+            "parameters": w.parameters,
+            "checkpoint_gb": w.checkpoint_gb,
+            "accelerator_memory_gib": w.accelerator_memory_gib,
             "description": w.description,
         }
         for w in registry.values()
     ]
-    print(
-        table_text(
-            rows,
-            [
-                ("name", "name"),
-                ("parameters", "parameters"),
-                ("checkpoint_gb", "checkpoint GB"),
-                ("memory", "GPU GiB needed"),
-                ("description", "description"),
-            ],
-        )
+    if output_format(args) == "json":
+        print_json({"workloads": rows})
+        return 0
+    shown = [
+        {
+            **r,
+            "params": f"{r['parameters'] / 1e6:.1f}M",
+            "checkpoint": f"{r['checkpoint_gb']:.3f}",
+            "memory": f"{r['accelerator_memory_gib']:g}",
+        }
+        for r in rows
+    ]
+    print_listing(
+        args,
+        shown,
+        [
+            ("name", "name"),
+            ("params", "parameters"),
+            ("checkpoint", "checkpoint GB"),
+            ("memory", "GPU GiB needed"),
+            ("description", "description"),
+        ],
+        list(rows[0]) if rows else ["name"],
     )
     return 0
 
@@ -260,10 +284,9 @@ def cmd_prices(args: argparse.Namespace) -> int:
         "price_date",
         "stale",
     ]
-    if args.json:
-        print_json(
-            {"prices": json.loads(newest[columns].to_json(orient="records", date_format="iso"))}
-        )
+    records = json.loads(newest[columns].to_json(orient="records", date_format="iso"))
+    if output_format(args) == "json":
+        print_json({"prices": records})
     else:
-        print(table_text(newest[columns].to_dict("records"), [(c, c) for c in columns]))
+        print_listing(args, records, [(c, c) for c in columns if c != "provider"], columns)
     return 0

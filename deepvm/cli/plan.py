@@ -12,6 +12,7 @@ from deepvm.cli.common import (
     NON_NEGATIVE,
     POSITIVE,
     SMALL_COUNT,
+    add_format,
     add_inputs,
     add_job,
     add_time_limit,
@@ -21,8 +22,10 @@ from deepvm.cli.common import (
     job_from_args,
     money_text,
     name_text,
+    output_format,
     planner_inputs,
     print_json,
+    print_listing,
     progress,
     table_text,
     tflops,
@@ -151,7 +154,7 @@ def add_parsers(sub: Any) -> None:
         "default: $DEEPVM_STORE if set)",
     )
     add_time_limit(fl_)
-    fl_.add_argument("--json", action="store_true", help="print one JSON object")
+    add_format(fl_)
     add_inputs(fl_)
 
 
@@ -179,6 +182,9 @@ REC_JSON_KEYS = (
     "overhead_model",
     "overhead_source",
     "flops_source",
+    "binding",
+    "cheaper",
+    "faster",
 )
 
 
@@ -195,7 +201,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         written, _ = write_recommendations(result, store_uri, scenario=args.scenario)
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
-    if args.json:
+    fmt = output_format(args)
+    if fmt == "json":
         print_json(
             {
                 "budget": result.budget,
@@ -212,12 +219,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(
-            f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
-            f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
-            f"{result.prices_snapshot}"
-        )
+        job = {
+            "budget": result.budget,
+            "workload": result.workload,
+            "objective": result.objective,
+            "prices_snapshot": result.prices_snapshot,
+        }
         for r in recs:
+            r.update(job)
             r["cluster"] = _cluster_text(r)
             r["tflops"] = tflops(r["throughput_flops"])
             r["cost"] = f"{r['hourly_cost']:.4f}"
@@ -225,39 +234,59 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
             r["makespan"] = hours_text(r["expected_makespan_h"])
             r["total"] = dollars_text(r["expected_total_cost"])
-        columns = [("policy", "policy"), ("rank", "#")]
-        if len({r["region"] for r in recs}) > 1:  # ranked across regions: say where
-            columns.append(("region", "region"))
-        columns += [
+        columns = [
+            ("policy", "policy"),
+            ("rank", "#"),
+            ("region", "region"),
+            ("zone", "zone"),
             ("architecture", "architecture"),
             ("cluster", "cluster"),
             ("cost", "$/h"),
             ("tflops", "TFLOP/s"),
-            ("risk", "preemptions, efficiency"),
         ]
         if result.work_flops is not None:
             columns += [("makespan", "makespan"), ("total", "total $")]
-        columns += [("flops_source", "F from"), ("scaling", "scaling model")]
-        print(table_text(recs, columns))
-        if any(r["flops_source"] == "estimate" for r in recs):
+        columns += [("binding", "held back by")]
+        if fmt == "table":
             print(
-                "F from 'estimate': no measurement or published figure; the accelerators' "
-                "peak FLOP/s times the share of peak that the published GPU nearest in "
-                "peak reaches on this workload (measure with --throughput FILE)."
+                f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
+                f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
+                f"{result.prices_snapshot}"
             )
-        notes = result.measurements.describe()
-        if notes:
-            print(notes)
-        if result.left_out:
-            print(
-                "left out (their GPUs cannot hold the workload): "
-                + ", ".join(
-                    f"{o['instance_type']} ({o['reason']})" for o in _by_type(result.left_out)
-                )
-            )
+        print_listing(args, recs, columns, [*job, *REC_JSON_KEYS])
+        if fmt == "table":
+            _recommend_notes(result, recs)
     if written is not None:
         progress(f"wrote {written}")
     return 0
+
+
+def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:
+    """What the table leaves out: the next cheaper and faster cluster, where F is an
+    estimate, measurements not used, types left out."""
+    for r in recs:
+        for kind, alt in (("cheaper", r.get("cheaper")), ("faster", r.get("faster"))):
+            if alt:
+                where = "" if kind == "cheaper" else f" (needs ${alt['budget']:g}/h)"
+                print(
+                    f"{r['policy']} #{r['rank']}: next {kind}: {alt['architecture']} "
+                    f"{_cluster_text(alt)}, ${alt['hourly_cost']:.4f}/h, "
+                    f"{tflops(alt['throughput_flops'])} TFLOP/s{where}"
+                )
+    if any(r["flops_source"] == "estimate" for r in recs):
+        print(
+            "F from 'estimate' (--columns ...,flops_source): no measurement or published "
+            "figure; the accelerators' peak FLOP/s times the share of peak that the published "
+            "GPU nearest in peak reaches on this workload (measure with --throughput FILE)."
+        )
+    notes = result.measurements.describe()
+    if notes:
+        print(notes)
+    if result.left_out:
+        print(
+            "left out (their GPUs cannot hold the workload): "
+            + ", ".join(f"{o['instance_type']} ({o['reason']})" for o in _by_type(result.left_out))
+        )
 
 
 def _by_type(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
@@ -290,29 +319,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         title = f"{result.workload}, objective {result.objective}"
         progress(f"wrote {plot_sweep(result.results, args.plot, title)}")
-    if args.json:  # pandas is not needed for these rows: sweeps stay light (benchmarks/planner.py)
+    fmt = output_format(args)
+    if fmt == "json":  # pandas is not needed for these rows: sweeps stay light
         print_json({"budgets": result.budgets, "results": result.rows})
         return 0
     shown = [
-        {**r, "tflops": tflops(r["throughput_flops"]), "normalized": f"{r['normalized']:.3f}"}
+        {**r, "tflops": tflops(r["throughput_flops"]), "norm": f"{r['normalized']:.3f}"}
         for r in result.rows
     ]
-    print(
-        table_text(
-            shown,
-            [
-                ("budget", "budget"),
-                ("policy", "policy"),
-                ("architecture", "architecture"),
-                ("worker_type", "worker"),
-                ("n_workers", "n"),
-                ("remote_type", "remote"),
-                ("n_remote", "m"),
-                ("hourly_cost", "$/h"),
-                ("tflops", "TFLOP/s"),
-                ("normalized", "normalized"),
-            ],
-        )
+    print_listing(
+        args,
+        shown,
+        [
+            ("budget", "budget"),
+            ("policy", "policy"),
+            ("region", "region"),
+            ("architecture", "architecture"),
+            ("worker_type", "worker"),
+            ("n_workers", "n"),
+            ("remote_type", "remote"),
+            ("n_remote", "m"),
+            ("hourly_cost", "$/h"),
+            ("tflops", "TFLOP/s"),
+            ("norm", "normalized"),
+        ],
+        list(result.rows[0]) if result.rows else ["budget", "policy"],
     )
     return 0
 
@@ -341,42 +372,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"(objective {result.objective})"
         )
         progress(f"wrote {plot_compare(df, args.plot, title)}")
-    if args.json:
+    records = json.loads(df.to_json(orient="records"))
+    fmt = output_format(args)
+    if fmt == "json":
         print_json(
             {
                 "budget": result.budget,
                 "work_flops": result.work_flops,
                 "objective": result.objective,
                 "workload": result.workload,
-                "rows": json.loads(df.to_json(orient="records")),
+                "rows": records,
             }
         )
         return 0
-    print(
-        f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
-        f"objective {result.objective}, prices {result.prices_snapshot}"
-    )
-    shown = df.to_dict("records")
+    if fmt == "table":
+        print(
+            f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
+            f"objective {result.objective}, prices {result.prices_snapshot}"
+        )
+    shown = [dict(r) for r in records]
     for r in shown:
         r["cost"] = f"{r['hourly_cost']:.4f}"
         r["tflops"] = tflops(r["throughput_flops"])
         r["eff"] = f"{r['efficiency']:.1%}"
         r["makespan"] = hours_text(r["expected_makespan_h"])
         r["total"] = dollars_text(r["expected_total_cost"])
-    print(
-        table_text(
-            shown,
-            [
-                ("label", "cluster of"),
-                ("architecture", "architecture"),
-                ("cluster", "cluster"),
-                ("cost", "$/h"),
-                ("tflops", "TFLOP/s"),
-                ("eff", "efficiency"),
-                ("makespan", "makespan"),
-                ("total", "total $"),
-            ],
-        )
+    print_listing(
+        args,
+        shown,
+        [
+            ("label", "cluster of"),
+            ("architecture", "architecture"),
+            ("cluster", "cluster"),
+            ("cost", "$/h"),
+            ("tflops", "TFLOP/s"),
+            ("eff", "efficiency"),
+            ("makespan", "makespan"),
+            ("total", "total $"),
+        ],
+        list(df.columns),
     )
     return 0
 
@@ -394,23 +428,26 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
             f"{plan.solve_s:.1f} s without a proven optimum; raise --time-limit"
         )
-    if args.json:
+    fmt = output_format(args)
+    if fmt == "json":
         print_json(plan.as_dict())
         return 0
     team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
-    print(
-        f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
-        f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
-    )
+    if fmt == "table":
+        print(
+            f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
+            f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
+        )
+    raw = plan.as_dict()["jobs"]
     rows = []
-    for job in plan.as_dict()["jobs"]:
+    for job in raw:
         planned = job["planned"]
         rows.append(
             {
-                "scenario": job["scenario"],
-                "priority": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
-                "value": f"{job['value']:.3f}",
-                "region": job["region"],
+                **job,
+                "job": job["scenario"],
+                "prio": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
+                "value_text": f"{job['value']:.3f}",
                 "cluster": _cluster_text(job) if planned else "unplanned",
                 "cost": money_text(job["hourly_cost"]),
                 "tflops": tflops(job["throughput_flops"]) if planned else None,
@@ -424,21 +461,25 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                     if job["solo_throughput_flops"] is not None
                     else None
                 ),
-                "binding": job["binding"] or job["note"],
+                "held_back_by": job["binding"] or job["note"],
             }
         )
-    columns = [("scenario", "job"), ("priority", "priority"), ("value", "value")]
-    if len({r["region"] for r in rows if r["region"]}) > 1:
-        columns.append(("region", "region"))
-    columns += [
+    columns = [
+        ("job", "job"),
+        ("prio", "priority"),
+        ("value_text", "value"),
+        ("region", "region"),
+        ("zone", "zone"),
         ("cluster", "cluster"),
         ("cost", "$/h"),
         ("tflops", "TFLOP/s"),
         ("solo_cost", "alone $/h"),
         ("solo_tflops", "alone TFLOP/s"),
-        ("binding", "held back by"),
+        ("held_back_by", "held back by"),
     ]
-    print(table_text(rows, columns))
+    print_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"])
+    if fmt != "table":
+        return 0
     print()
     usage = [
         {

@@ -32,6 +32,7 @@ from deepvm.planner.candidates import (
     hourly_cost,
     throughput,
 )
+from deepvm.planner.explain import FASTER_BUDGET_STEPS
 from deepvm.planner.fleet import Fleet, build_fleet
 from deepvm.planner.goodput import CheckpointCosts
 from deepvm.planner.policies import (
@@ -207,6 +208,7 @@ def recommend(
     *,
     inputs: Inputs | None = None,
     checkpoint_costs: CheckpointCosts | None = None,
+    explain: bool = True,
     **options: Any,
 ) -> RecommendResult:
     """The best clusters for ``budget`` USD/h, ranked, per policy, for the job
@@ -217,6 +219,8 @@ def recommend(
     to every recommendation; objective ``cost`` needs it, and may take a
     ``deadline_h`` on the expected makespan. ``checkpoint_costs`` sets the
     checkpoint stall and restart rates (its restart from ``restart_s``).
+    ``explain``: each recommendation says what binds it and, for the optimised
+    policies, the next cheaper and faster cluster (deepvm.planner.explain).
 
     Raises InfeasibleError (naming the cheapest feasible cluster, or the fastest
     makespan when the deadline is what cannot be met) when the ``deepvm``
@@ -227,8 +231,10 @@ def recommend(
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(spec.workload)
-    planner, job = job_planner(spec, fleet, budget, checkpoint_costs)
-    recs = planner.recommend(budget, chosen, spec.top)
+    # Explaining plans the next faster cluster at up to FASTER_BUDGET_STEPS[-1] x budget.
+    cap = budget * FASTER_BUDGET_STEPS[-1] if explain else budget
+    planner, job = job_planner(spec, fleet, cap, checkpoint_costs)
+    recs = planner.recommend(budget, chosen, spec.top, explain=explain)
     if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
         if spec.deadline_h is not None:
             fastest = _fastest(planner, budget)

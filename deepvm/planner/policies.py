@@ -37,6 +37,8 @@ from deepvm.planner.enumeration import (
     remote_upper_bounds,
     top_candidates,
 )
+from deepvm.planner.explain import Alternative, cheaper, faster
+from deepvm.planner.explain import binding as explain_binding
 from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.planner.goodput import (
     CheckpointCosts,
@@ -99,6 +101,10 @@ class Recommendation:
     status: str
     solver: str
     solve_s: float
+    # Why it is this size, and the next cheaper / faster cluster (deepvm.planner.explain).
+    binding: str | None = None
+    cheaper: Alternative | None = None
+    faster: Alternative | None = None
 
     def as_dict(self) -> dict[str, object]:
         from dataclasses import asdict
@@ -305,17 +311,34 @@ class Planner:
             for col, row in enumerate(first)
         ]
 
-    def recommend(self, budget: float, policies: Sequence[str], top: int) -> list[Recommendation]:
+    def recommend(
+        self, budget: float, policies: Sequence[str], top: int, *, explain: bool = False
+    ) -> list[Recommendation]:
+        """The ranked clusters of each policy; ``explain``: with what binds each and,
+        for an optimised policy's first, the next cheaper and faster cluster (for
+        which the planner must allow budgets up to FASTER_BUDGET_STEPS[-1] x this one)."""
         out: list[Recommendation] = []
         for policy in policies:
             if policy in OPTIMISED_POLICIES:
                 for rank, (config, solve_s) in enumerate(self.optimise(policy, budget, top), 1):
                     solver = SOLVER_NAMES[self.solver]
-                    out.append(self.describe(policy, rank, config, solver, solve_s))
+                    rec = self.describe(policy, rank, config, solver, solve_s)
+                    if explain:  # the lower ranks are the alternatives to the first
+                        rec = replace(rec, binding=explain_binding(self, config, budget))
+                    if explain and rank == 1:
+                        rec = replace(
+                            rec,
+                            cheaper=cheaper(self, policy, config),
+                            faster=faster(self, policy, config, budget),
+                        )
+                    out.append(rec)
             else:
                 picked = self.baseline(policy, budget)
                 if picked is not None:
-                    out.append(self.describe(policy, 1, picked, BASELINE_SOLVER, 0.0))
+                    rec = self.describe(policy, 1, picked, BASELINE_SOLVER, 0.0)
+                    if explain:
+                        rec = replace(rec, binding=explain_binding(self, picked, budget))
+                    out.append(rec)
         return out
 
     def describe(

@@ -1,0 +1,125 @@
+"""Why a recommended cluster is the size it is, and what the next cheaper and the
+next faster cluster would be (docs/ARCHITECTURE.md, "For one job").
+
+What binds a cluster is what stops it from growing by one worker node of its
+type, in its architecture: the constraints that cluster with one node more
+breaks (:func:`deepvm.planner.candidates.violations`), with its remote tier
+grown by one node where that alone would carry it; or the node cap; or the
+speedup model, where one node more adds no throughput.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from deepvm.planner.candidates import Config, hourly_cost, throughput, violations
+
+if TYPE_CHECKING:
+    from deepvm.planner.policies import Planner
+
+# Budgets tried, as multiples of the job's, for the next faster cluster.
+FASTER_BUDGET_STEPS = (1.25, 1.5, 2.0, 4.0)
+_REMOTE_LIMITS = ("network saturation", "checkpoint memory")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another cluster of the same policy: cheaper than the recommended one, or
+    faster at a larger budget."""
+
+    architecture: str
+    worker_type: str
+    n_workers: int
+    n_spot: int
+    n_on_demand: int
+    remote_type: str | None
+    n_remote: int
+    hourly_cost: float
+    throughput_flops: float
+    budget: float  # what it needs: its own cost (cheaper), the larger budget tried (faster)
+
+    def as_dict(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def binding(planner: Planner, config: Config, budget: float) -> str | None:
+    """What stops ``config`` from growing by one worker node, in words ("; "
+    between several); None when nothing does (a larger cluster would be no better)."""
+    fleet, n = planner.fleet, config.n_workers
+    if n >= planner.max_nodes:
+        return f"the node cap ({planner.max_nodes} worker nodes; raise --max-nodes)"
+    grown = replace(config, n_workers=n + 1)
+    broken = violations(fleet, planner.job, grown, budget)
+    if config.remote is not None and set(_REMOTE_LIMITS) & set(broken):
+        wider = replace(grown, n_remote=config.n_remote + 1)
+        broken_wider = violations(fleet, planner.job, wider, budget)
+        if not set(_REMOTE_LIMITS) & set(broken_wider):
+            broken = broken_wider  # one remote node more would carry it: what that costs binds
+    reasons = [_words(planner, config, b, budget) for b in broken]
+    if not broken and throughput(fleet, grown) <= throughput(fleet, config) * (1 + 1e-9):
+        reasons.append("scaling (one node more adds no throughput under the speedup model)")
+    return "; ".join(dict.fromkeys(r for r in reasons if r)) or None
+
+
+def _words(planner: Planner, config: Config, broken: str, budget: float) -> str:
+    fleet, i = planner.fleet, config.worker
+    region = fleet.gpu_region_of(i)
+    where = f" in {region}" if region else ""
+    if broken == "budget":
+        return f"the budget (${budget:g}/h)"
+    if broken in ("spot quota", "on-demand quota"):
+        market = "spot" if broken == "spot quota" else "on_demand"
+        limit = fleet.gpu_quota(i, market)
+        return f"the {fleet.gpu_group[i]} {broken}{where} ({limit:g} vCPUs)"
+    if broken == "network saturation":
+        return "network saturation (the remote tier's bandwidth)"
+    if broken == "checkpoint memory":
+        return "remote memory (checkpoint versions the remote tier must hold)"
+    if broken == "remote on-demand quota" and config.remote is not None:
+        j = config.remote
+        return f"the {fleet.cpu_group[j]} on-demand quota{where} (remote tier)"
+    return broken
+
+
+def cheaper(planner: Planner, policy: str, config: Config) -> Alternative | None:
+    """The policy's best cluster that costs less than ``config``."""
+    cost = hourly_cost(planner.fleet, config)
+    below = cost * (1 - 1e-6) - 1e-9
+    if below <= 0:
+        return None
+    found = planner.optimise(policy, below, 1)
+    if not found:
+        return None
+    return _alternative(planner, found[0][0], hourly_cost(planner.fleet, found[0][0]))
+
+
+def faster(
+    planner: Planner, policy: str, config: Config, budget: float
+) -> Alternative | None:
+    """The policy's best cluster at the first of :data:`FASTER_BUDGET_STEPS` times
+    the budget that is faster than ``config``."""
+    now = throughput(planner.fleet, config)
+    for step in FASTER_BUDGET_STEPS:
+        found = planner.optimise(policy, budget * step, 1)
+        if found and throughput(planner.fleet, found[0][0]) > now * (1 + 1e-9):
+            return _alternative(planner, found[0][0], budget * step)
+    return None
+
+
+def _alternative(planner: Planner, config: Config, budget: float) -> Alternative:
+    fleet = planner.fleet
+    return Alternative(
+        architecture=config.architecture,
+        worker_type=fleet.gpu_types[config.worker],
+        n_workers=config.n_workers,
+        n_spot=config.n_spot,
+        n_on_demand=config.n_on_demand,
+        remote_type=None if config.remote is None else fleet.cpu_types[config.remote],
+        n_remote=config.n_remote,
+        hourly_cost=round(hourly_cost(fleet, config), 10),
+        throughput_flops=throughput(fleet, config),
+        budget=round(budget, 10),
+    )
