@@ -182,7 +182,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     from deepvm.workloads import WORKLOADS, load_workloads
 
     registry = load_workloads(args.workloads) if args.workloads else WORKLOADS
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "name": w.name,
             "parameters": w.parameters,
