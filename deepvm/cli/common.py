@@ -478,8 +478,7 @@ def print_listing(
     """``rows`` as an aligned table (``table_columns``: key and header) or as CSV
     (``csv_keys``, the raw fields); --columns picks any of the rows' keys instead."""
     fmt = output_format(args)
-    headers = dict(table_columns)
-    known = list(dict.fromkeys([*csv_keys, *headers, *(k for r in rows for k in r)]))
+    known = list(dict.fromkeys([*csv_keys, *dict(table_columns), *(k for r in rows for k in r)]))
     picked = _picked_columns(getattr(args, "columns", None), known)
     if fmt == "csv":
         import csv
@@ -490,7 +489,7 @@ def print_listing(
         for r in rows:
             writer.writerow([_csv_cell(r.get(k)) for k in keys])
         return
-    columns = [(k, headers.get(k, k)) for k in picked] if picked else list(table_columns)
+    columns = [(k, k) for k in picked] if picked else list(table_columns)  # as the user named them
     print(table_text(list(rows), columns))
 
 

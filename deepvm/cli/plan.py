@@ -295,7 +295,14 @@ def _by_type(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def _cluster_text(r: dict[str, Any]) -> str:
-    text = f"{r['n_workers']} x {r['worker_type']} ({r['n_spot']} spot, {r['n_on_demand']} od)"
+    """e.g. ``2 x p4d.24xlarge spot + 1 x t3.xlarge``, ``33 x g4dn.xlarge (32 spot, 1 od)``."""
+    if not r["n_on_demand"]:
+        market = "spot"
+    elif not r["n_spot"]:
+        market = "on-demand"
+    else:
+        market = f"({r['n_spot']} spot, {r['n_on_demand']} od)"
+    text = f"{r['n_workers']} x {r['worker_type']} {market}"
     if isinstance(r.get("remote_type"), str) and r["remote_type"]:
         text += f" + {r['n_remote']} x {r['remote_type']}"
     return text

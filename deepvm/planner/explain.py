@@ -49,8 +49,9 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
     """What stops ``config`` from growing by one worker node, in words ("; "
     between several); None when nothing does (a larger cluster would be no better)."""
     fleet, n = planner.fleet, config.n_workers
+    reasons = []
     if n >= planner.max_nodes:
-        return f"the node cap ({planner.max_nodes} worker nodes; raise --max-nodes)"
+        reasons.append(f"the node cap ({planner.max_nodes} worker nodes; raise --max-nodes)")
     grown = replace(config, n_workers=n + 1)
     broken = violations(fleet, planner.job, grown, budget)
     if config.remote is not None and set(_REMOTE_LIMITS) & set(broken):
@@ -58,8 +59,8 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
         broken_wider = violations(fleet, planner.job, wider, budget)
         if not set(_REMOTE_LIMITS) & set(broken_wider):
             broken = broken_wider  # one remote node more would carry it: what that costs binds
-    reasons = [_words(planner, config, b, budget) for b in broken]
-    if not broken and throughput(fleet, grown) <= throughput(fleet, config) * (1 + 1e-9):
+    reasons += [_words(planner, config, b, budget) for b in broken]
+    if not reasons and throughput(fleet, grown) <= throughput(fleet, config) * (1 + 1e-9):
         reasons.append("scaling (one node more adds no throughput under the speedup model)")
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or None
 
