@@ -115,7 +115,9 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         print(f"{len(df)} instance types ({catalog.snapshot})")
     for r in records:
         r["gpus"] = (
-            f"{r['accelerator_count']:g} x {r['accelerator_name']}" if r["accelerator_count"] else ""
+            f"{r['accelerator_count']:g} x {r['accelerator_name']}"
+            if r["accelerator_count"]
+            else ""
         )
     shown = [
         ("region", "region"),

@@ -16,6 +16,7 @@ from deepvm.cli.common import (
     add_inputs,
     add_job,
     add_time_limit,
+    check_output_path,
     check_outputs,
     dollars_text,
     hours_text,
@@ -75,6 +76,12 @@ def add_parsers(sub: Any) -> None:
         "--scenario",
         type=name_text,
         help="name of this job in the store (default: derived from workload, budget and objective)",
+    )
+    rec.add_argument(
+        "--sky-yaml",
+        metavar="FILE",
+        help="write the first recommendation as a SkyPilot task YAML (a Single Anchor's "
+        "anchor and a Tiering remote tier go to FILE-anchor.yaml / FILE-remote.yaml)",
     )
     add_job(rec)
     add_inputs(rec)
@@ -192,9 +199,22 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
     store_uri = writable_store(args.store or os.environ.get(ENV_STORE))
+    if args.sky_yaml:
+        _check_yaml_path(args.sky_yaml)
     inputs = planner_inputs(args)
     job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
     result = recommend(args.budget, job, inputs=inputs)
+    if args.sky_yaml:
+        from deepvm.launch import write_sky_yaml
+
+        first = result.recommendations[0].as_dict()
+        title = (
+            f"deepvm recommend --budget {result.budget:g}: {first['policy']} #{first['rank']} "
+            f"for {result.workload} (objective {result.objective}), prices "
+            f"{result.prices_snapshot}"
+        )
+        for path in write_sky_yaml(args.sky_yaml, first, workload=result.workload, title=title):
+            progress(f"wrote {path}")
     written = None
     if store_uri:
         from deepvm.results import write_recommendations
@@ -259,6 +279,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if written is not None:
         progress(f"wrote {written}")
     return 0
+
+
+def _check_yaml_path(path: str) -> None:
+    if not path.endswith((".yaml", ".yml")):
+        raise DeepvmError(f"--sky-yaml {path!r} must end in .yaml")
+    check_output_path("--sky-yaml", path)
 
 
 def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:

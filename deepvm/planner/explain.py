@@ -97,9 +97,7 @@ def cheaper(planner: Planner, policy: str, config: Config) -> Alternative | None
     return _alternative(planner, found[0][0], hourly_cost(planner.fleet, found[0][0]))
 
 
-def faster(
-    planner: Planner, policy: str, config: Config, budget: float
-) -> Alternative | None:
+def faster(planner: Planner, policy: str, config: Config, budget: float) -> Alternative | None:
     """The policy's best cluster at the first of :data:`FASTER_BUDGET_STEPS` times
     the budget that is faster than ``config``."""
     now = throughput(planner.fleet, config)
