@@ -29,9 +29,12 @@ def check_available() -> None:
 
 
 def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[Path]:
-    """One PNG per (instance type, workload): the measured speedups, every fitted
-    curve, the selected one drawn thick."""
+    """One PNG per (instance type, workload): every fitted curve (the selected one
+    thick), the measured speedups drawn over them, whole node counts on the x
+    axis, the legend below the axes so that it hides no point."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -42,29 +45,41 @@ def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[
         measured = points[(points["instance_type"] == itype) & (points["workload"] == workload)]
         top = int(max(measured["n_nodes"].max() * 1.5, 4))
         n = np.arange(1, top + 1)
-        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
-        for f in group:
+        fig, ax = plt.subplots(figsize=(7, 5.6), dpi=110)
+        for f in sorted(group, key=lambda f: f.selected):  # the selected one last, on top
             ax.plot(
                 n,
                 f.model(n),
                 lw=3 if f.selected else 1.2,
-                alpha=1 if f.selected else 0.7,
+                alpha=1 if f.selected else 0.6,
+                zorder=3 if f.selected else 2,
                 label=f"{f.model.describe()}  loo rmse {f.loo_rmse:.3g}"
                 + ("  (selected)" if f.selected else ""),
             )
         ax.scatter(
-            measured["n_nodes"], measured["speedup"], color="black", zorder=5, label="measured"
+            measured["n_nodes"],
+            measured["speedup"],
+            s=42,
+            color="black",
+            edgecolor="white",
+            linewidth=1.2,
+            zorder=10,
+            label="measured",
         )
+        # The y range the data and the selected curve need (a diverging model would flatten them).
+        selected = [f for f in group if f.selected] or group
+        high = max(float(measured["speedup"].max()), *(float(np.max(f.model(n))) for f in selected))
+        ax.set_ylim(0, high * 1.15 + 0.1)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("nodes n")
         ax.set_ylabel("speedup s(n) = duration(1) / duration(n)")
         ax.set_title(f"{itype} / {workload}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
         fig.tight_layout()
         path = out / (re.sub(r"[^A-Za-z0-9._-]+", "_", f"{itype}__{workload}") + ".png")
-        fig.savefig(path)
+        written.append(_save(fig, path))
         plt.close(fig)
-        written.append(path)
     return written
 
 
@@ -84,17 +99,20 @@ def _save(fig: object, path: str | Path) -> Path:
     return target
 
 
-def plot_sweep(results: pd.DataFrame, path: str | Path, title: str) -> Path:
+def plot_sweep(
+    results: pd.DataFrame, path: str | Path, title: str, prices_snapshot: str = ""
+) -> Path:
     """Normalised performance of every policy against the hourly budget (the
-    DeepVM paper's simulation figure): one line per policy."""
+    DeepVM paper's simulation figure): one line per policy; the title names the
+    catalog and the date its prices refer to."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     for policy, rows in results.groupby("policy", sort=False):
         rows = rows.sort_values("budget")
         ax.plot(rows["budget"], rows["normalized"], marker=".", ms=3, lw=1.5, label=policy)
     ax.set_xlabel("pricing willingness (budget, USD per hour)")
     ax.set_ylabel("normalised performance (1 = deepvm at the top budget)")
-    ax.set_title(title)
+    ax.set_title(title + (f"\nprices: {prices_snapshot}" if prices_snapshot else ""), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
@@ -105,21 +123,50 @@ def plot_sweep(results: pd.DataFrame, path: str | Path, title: str) -> Path:
 
 
 def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
-    """Expected makespan and hourly price of each compared cluster, side by side
-    (the DeepVM paper's AWS figure)."""
+    """Each compared cluster's expected makespan and expected total cost, as
+    horizontal bars (the cluster names stay readable), its $/h written on the
+    bar, coloured by the rule that picked it (the legend). The DeepVM paper's AWS
+    figure."""
     plt = _pyplot()
+    rows = rows.reset_index(drop=True)
+    colours = {"deepvm": "tab:blue", "cost_first": "tab:orange", "performance_first": "tab:green"}
+    colour = [colours.get(str(p), "tab:gray") for p in rows["policy"]]
     labels = [f"{r.label}\n{r.cluster}" for r in rows.itertuples()]
-    x = np.arange(len(rows))
-    fig, left = plt.subplots(figsize=(max(6.0, 1.6 * len(rows)), 4.8), dpi=110)
-    right = left.twinx()
-    left.bar(x - 0.2, rows["expected_makespan_h"], width=0.4, color="tab:blue", label="makespan")
-    right.bar(x + 0.2, rows["hourly_cost"], width=0.4, color="tab:orange", label="$/h")
-    left.set_ylabel("expected makespan (hours)", color="tab:blue")
-    right.set_ylabel("price (USD per hour)", color="tab:orange")
-    left.set_xticks(x, labels, fontsize=7)
-    left.set_title(title)
-    left.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
+    y = np.arange(len(rows))[::-1]  # the first row on top
+    height = 1.6 + 0.7 * len(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, height), dpi=110, sharey=True)
+    left.barh(y, rows["expected_makespan_h"], color=colour)
+    right.barh(y, rows["expected_total_cost"], color=colour)
+    for k, r in enumerate(rows.itertuples()):
+        right.text(
+            float(r.expected_total_cost),
+            y[k],
+            f"  ${r.hourly_cost:.2f}/h",
+            va="center",
+            fontsize=8,
+        )
+    left.set_yticks(y, labels, fontsize=8)
+    left.set_xlabel("expected makespan (hours)")
+    right.set_xlabel("expected total cost (USD)")
+    right.set_xlim(0, float(rows["expected_total_cost"].max()) * 1.35)
+    for ax in (left, right):
+        ax.grid(alpha=0.3, axis="x")
+    from matplotlib.patches import Patch
+
+    shown = dict.fromkeys(str(p) for p in rows["policy"])
+    fig.legend(
+        handles=[Patch(color=colours.get(p, "tab:gray"), label=f"picked by {p}") for p in shown],
+        fontsize=8,
+        loc="lower center",
+        ncol=len(shown),
+        frameon=False,
+    )
+    fig.suptitle(title, fontsize=10)
+    # Room for the cluster names on the left and the legend below (no tight_layout:
+    # it cannot size shared axes with long tick labels).
+    fig.subplots_adjust(
+        left=0.3, right=0.98, top=1 - 0.6 / height, bottom=1.1 / height, wspace=0.05
+    )
     try:
         return _save(fig, path)
     finally:

@@ -86,11 +86,11 @@ def _keys(s3: str) -> list[str]:
 def test_nightly_recommend_fleet_and_compact_on_s3(s3, s3_endpoint, tmp_path, capsys):
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(JOBS)
+    nightly = ["nightly", "--store", s3, "--scenarios", str(jobs), "--no-compact", "--date"]
     for day in ("2026-11-29", "2026-11-30", "2026-12-01"):
-        argv = ["nightly", "--store", s3, "--scenarios", str(jobs), "--date", day]
-        assert main(argv) == 0
+        assert main([*nightly, day]) == 0
     # a re-run of a date replaces its rows
-    assert main(["nightly", "--store", s3, "--scenarios", str(jobs), "--date", "2026-12-01"]) == 0
+    assert main([*nightly, "2026-12-01"]) == 0
     capsys.readouterr()
     keys = _keys(s3)
     assert not [k for k in keys if k.startswith(STAGING_DIR)]
@@ -143,7 +143,7 @@ def test_nightly_recommend_fleet_and_compact_on_s3(s3, s3_endpoint, tmp_path, ca
     assert json.loads(capsys.readouterr().out)["ok"]
 
     # a re-run of a compacted date replaces its rows in the month file too
-    assert main(["nightly", "--store", s3, "--scenarios", str(jobs), "--date", "2026-11-30"]) == 0
+    assert main([*nightly, "2026-11-30"]) == 0
     again = Store.open(s3).read("recommendations")
     assert again.groupby("snapshot_date").size().to_dict()["2026-11-30"] == 2
     table = pq.read_table(f"{bucket_path}/recommendations", filesystem=_fs(s3_endpoint))

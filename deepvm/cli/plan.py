@@ -351,7 +351,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from deepvm.plots import plot_sweep
 
         title = f"{result.workload}, objective {result.objective}"
-        progress(f"wrote {plot_sweep(result.results, args.plot, title)}")
+        progress(f"wrote {plot_sweep(result.results, args.plot, title, result.prices_snapshot)}")
     fmt = output_format(args)
     if fmt == "json":  # pandas is not needed for these rows: sweeps stay light
         print_json({"budgets": result.budgets, "results": result.rows})
@@ -402,7 +402,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         title = (
             f"{result.workload}: {result.work_flops:.3g} FLOPs within ${result.budget:g}/h "
-            f"(objective {result.objective})"
+            f"(objective {result.objective}); prices {result.prices_snapshot}"
         )
         progress(f"wrote {plot_compare(df, args.plot, title)}")
     records = json.loads(df.to_json(orient="records"))

@@ -314,6 +314,7 @@ class SweepResult:
     objective: str
     workload: str
     rows: list[dict[str, Any]]  # one per (budget, policy) with a cluster, SWEEP_COLUMNS
+    prices_snapshot: str = ""  # the catalog and the date its prices refer to
 
     @property
     def results(self) -> pd.DataFrame:
@@ -400,7 +401,7 @@ def sweep(
     for row in rows:
         row["normalized"] = row["throughput_flops"] / ref
     rows.sort(key=lambda r: (r["policy"], r["budget"]))
-    return SweepResult(budgets, spec.objective, spec.workload, rows)
+    return SweepResult(budgets, spec.objective, spec.workload, rows, fleet.snapshot)
 
 
 COMPARE_COLUMNS = [
