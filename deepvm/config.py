@@ -30,6 +30,16 @@ DEFAULT_PRICE_TIMEOUT_S = 60.0
 DEFAULT_PRICE_RETRIES = 3
 DEFAULT_PRICE_BACKOFF_S = 2.0
 
+# Benchmarks: untimed steps first; with --steps unset, as many timed steps as fit
+# in BENCH_TARGET_TIMED_S seconds, within the bounds.
+DEFAULT_BENCH_WARMUP = 2
+BENCH_TARGET_TIMED_S = 25.0
+BENCH_MIN_STEPS, BENCH_MAX_STEPS = 5, 50
+
+# `deepvm simulate preemption` without a configuration.
+DEFAULT_SIMULATED_WORKERS = 8
+DEFAULT_CHECKPOINT_STALL_S = 60.0
+
 # Caps on one request (past them it is a mistake that would run for hours).
 MAX_SWEEP_BUDGETS = 100_000
 # Names that become store file names (scenarios, instance types) are at most this long.

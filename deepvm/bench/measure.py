@@ -20,12 +20,11 @@ from typing import Any
 
 from deepvm.bench import require_torch
 from deepvm.bench.models import SampleModel, build_model
+from deepvm.config import BENCH_MAX_STEPS as MAX_STEPS
+from deepvm.config import BENCH_MIN_STEPS as MIN_STEPS
+from deepvm.config import BENCH_TARGET_TIMED_S as TARGET_TIMED_S
+from deepvm.config import DEFAULT_BENCH_WARMUP as DEFAULT_WARMUP
 from deepvm.workloads import get_workload
-
-DEFAULT_WARMUP = 2
-# With --steps unset, time as many steps as fit in this many seconds (within the bounds).
-TARGET_TIMED_S = 25.0
-MIN_STEPS, MAX_STEPS = 5, 50
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
         type=SMALL_COUNT,
         default=DEFAULT_CHECKPOINT_VERSIONS,
         metavar="K",
-        help="checkpoint versions the remote tier holds (default: 2)",
+        help=f"checkpoint versions the remote tier holds (default: {DEFAULT_CHECKPOINT_VERSIONS})",
     )
     p.add_argument(
         "--objective",
@@ -318,7 +318,7 @@ def planner_inputs(args: argparse.Namespace) -> Any:
     from deepvm.planner.api import InputFiles, Inputs
 
     files: Any = {name: getattr(args, name) for name in InputFiles.__annotations__}
-    store = getattr(args, "store", None) or os.environ.get(ENV_STORE)
+    store = store_location(args, required=False)
     if not store:
         return Inputs.load(**files)
     from deepvm.store_inputs import load_inputs
@@ -398,6 +398,17 @@ def check_output_path(flag: str, path: str, *, folder: bool = False) -> None:
         raise DeepvmError(f"{flag} {path!r} is under {above!r}, which is a file")
     if not os.access(above, os.W_OK):
         raise DeepvmError(f"{flag} {path!r}: {above!r} is not writable")
+
+
+def store_location(args: argparse.Namespace, *, required: bool) -> str | None:
+    """The one place a command's store is resolved: --store, else $DEEPVM_STORE,
+    else ./deepvm-store for the commands that need a store (None for the others)."""
+    from deepvm.config import DEFAULT_STORE
+
+    given = getattr(args, "store", None) or os.environ.get(ENV_STORE)
+    if given:
+        return str(given)
+    return DEFAULT_STORE if required else None
 
 
 def writable_store(uri: str | None) -> str | None:

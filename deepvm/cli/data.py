@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from deepvm.cli.common import (
@@ -17,12 +16,12 @@ from deepvm.cli.common import (
     print_listing,
     progress,
     regions_list,
+    store_location,
     tflops,
     writable_store,
 )
 from deepvm.config import (
     DEFAULT_WORKLOAD,
-    ENV_STORE,
 )
 from deepvm.errors import DeepvmError
 
@@ -143,7 +142,7 @@ def cmd_flopp(args: argparse.Namespace) -> int:
 
     writable_store(args.store)
     catalog = load_catalog(args.catalog, region=args.region)
-    store = args.store or os.environ.get(ENV_STORE)
+    store = store_location(args, required=False)
     measured = merge_measurements(
         latest_measurements(store) if store else None,
         load_throughput(args.throughput) if args.throughput else None,
@@ -222,9 +221,9 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def cmd_prices(args: argparse.Namespace) -> int:
-    from deepvm.store import Store, store_uri
+    from deepvm.store import Store
 
-    store = store_uri(args.store)
+    store = str(store_location(args, required=True))
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
         from deepvm.pipeline import refresh_prices

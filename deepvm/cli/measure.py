@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -16,11 +15,15 @@ from deepvm.cli.common import (
     number,
     print_json,
     progress,
+    store_location,
     table_text,
     writable_store,
 )
 from deepvm.config import (
-    ENV_STORE,
+    BENCH_MAX_STEPS,
+    BENCH_MIN_STEPS,
+    BENCH_TARGET_TIMED_S,
+    DEFAULT_BENCH_WARMUP,
 )
 from deepvm.errors import DeepvmError
 
@@ -42,14 +45,15 @@ def add_parsers(sub: Any) -> None:
         "--steps",
         type=number(ge=2, le=MAX_STEPS, integer=True),
         metavar="N",
-        help=f"timed steps (default: as many as fit in ~{25} s, 5 to 50)",
+        help=f"timed steps (default: as many as fit in ~{BENCH_TARGET_TIMED_S:g} s, "
+        f"{BENCH_MIN_STEPS} to {BENCH_MAX_STEPS})",
     )
     bn.add_argument(
         "--warmup",
         type=number(ge=0, le=MAX_STEPS, integer=True),
-        default=2,
+        default=DEFAULT_BENCH_WARMUP,
         metavar="N",
-        help="untimed steps first",
+        help=f"untimed steps first (default: {DEFAULT_BENCH_WARMUP})",
     )
     bn.add_argument(
         "--batch-size",
@@ -278,7 +282,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from deepvm.fitting import fit_all, fit_warnings, load_scaling
     from deepvm.store_inputs import store_scaling
 
-    store = args.store or os.environ.get(ENV_STORE)
+    store = store_location(args, required=False)
     if args.store:
         writable_store(args.store)
     if args.plot:

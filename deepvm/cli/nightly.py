@@ -13,6 +13,7 @@ from deepvm.cli.common import (
     date_text,
     print_json,
     regions_list,
+    store_location,
     writable_store,
 )
 
@@ -73,12 +74,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from deepvm.pipeline import nightly
     from deepvm.report import change_report_markdown
     from deepvm.scenarios import load_scenarios
-    from deepvm.store import store_uri
     from deepvm.workloads import load_workloads
 
     registry = load_workloads(args.workloads) if args.workloads else None
     scenarios = load_scenarios(args.scenarios, registry)
-    store = writable_store(store_uri(args.store))
+    store = writable_store(store_location(args, required=True))
     assert store is not None
     report = nightly(
         store,

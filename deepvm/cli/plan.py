@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,13 +27,13 @@ from deepvm.cli.common import (
     print_json,
     print_listing,
     progress,
+    store_location,
     table_text,
     tflops,
     writable_store,
 )
 from deepvm.config import (
     DEFAULT_TOP,
-    ENV_STORE,
 )
 from deepvm.errors import DeepvmError
 
@@ -198,7 +197,7 @@ REC_JSON_KEYS = (
 def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
-    store_uri = writable_store(args.store or os.environ.get(ENV_STORE))
+    store_uri = writable_store(store_location(args, required=False))
     if args.sky_yaml:
         _check_yaml_path(args.sky_yaml)
     inputs = planner_inputs(args)
@@ -301,7 +300,7 @@ def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:
                 )
     if any(r["flops_source"] == "estimate" for r in recs):
         print(
-            "F from 'estimate' (--columns ...,flops_source): no measurement or published "
+            "Some F are estimates (see --columns ...,flops_source): no measurement or published "
             "figure; the accelerators' peak FLOP/s times the share of peak that the published "
             "GPU nearest in peak reaches on this workload (measure with --throughput FILE)."
         )

@@ -20,8 +20,10 @@ from deepvm.cli.common import (
     print_json,
 )
 from deepvm.config import (
+    DEFAULT_CHECKPOINT_STALL_S,
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
+    DEFAULT_SIMULATED_WORKERS,
     DEFAULT_WORKLOAD,
 )
 from deepvm.errors import DeepvmError
@@ -52,7 +54,8 @@ def add_parsers(sub: Any) -> None:
     explicit.add_argument(
         "--checkpoint-stall-s",
         type=NON_NEGATIVE,
-        help="seconds a checkpoint stalls training (default: 60, or the model's for "
+        help=f"seconds a checkpoint stalls training (default: {DEFAULT_CHECKPOINT_STALL_S:g}, "
+        "or the model's for "
         "--instance-type)",
     )
     config = pre.add_argument_group(
@@ -69,7 +72,7 @@ def add_parsers(sub: Any) -> None:
         "--n-workers",
         type=NODE_COUNT,
         metavar="N",
-        help="GPU nodes (default: 8)",
+        help=f"GPU nodes (default: {DEFAULT_SIMULATED_WORKERS})",
     )
     config.add_argument("--remote-type", metavar="TYPE", help="tiering: the remote CPU type")
     config.add_argument(
@@ -154,7 +157,7 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
             "pick one with --region"
         )
     i = places[0]
-    n = 8 if args.n_workers is None else args.n_workers
+    n = DEFAULT_SIMULATED_WORKERS if args.n_workers is None else args.n_workers
     remote = None
     if args.architecture == TIERING:
         local = [
@@ -222,7 +225,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         case = _SimulatedCase(
             cluster_rate_per_s(args.n_spot, args.interruption_rate),
             args.work_hours,
-            60.0 if args.checkpoint_stall_s is None else args.checkpoint_stall_s,
+            DEFAULT_CHECKPOINT_STALL_S
+            if args.checkpoint_stall_s is None
+            else args.checkpoint_stall_s,
             args.restart_s,
             args.hourly_cost or 0.0,
             f"{args.n_spot} spot nodes",

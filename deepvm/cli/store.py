@@ -8,6 +8,7 @@ from typing import Any
 from deepvm.cli.common import (
     print_json,
     progress,
+    store_location,
 )
 from deepvm.errors import DeepvmError
 
@@ -44,7 +45,7 @@ def add_parsers(sub: Any) -> None:
 def cmd_store(args: argparse.Namespace) -> int:
     from deepvm.store import Store
 
-    store = Store.open(args.store)
+    store = Store.open(store_location(args, required=True))
     if not store.exists():
         raise DeepvmError(f"store {store.uri!r} does not exist: give --store or $DEEPVM_STORE")
     if args.store_command == "compact":
