@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,8 +34,6 @@ def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[
     thick), the measured speedups drawn over them, whole node counts on the x
     axis, the legend below the axes so that it hides no point."""
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -43,44 +42,53 @@ def plot_fits(fits: Sequence, points: pd.DataFrame, folder: str | Path) -> list[
         groups.setdefault((f.instance_type, f.workload), []).append(f)
     for (itype, workload), group in groups.items():
         measured = points[(points["instance_type"] == itype) & (points["workload"] == workload)]
-        top = int(max(measured["n_nodes"].max() * 1.5, 4))
-        n = np.arange(1, top + 1)
-        fig, ax = plt.subplots(figsize=(7, 5.6), dpi=110)
-        for f in sorted(group, key=lambda f: f.selected):  # the selected one last, on top
-            ax.plot(
-                n,
-                f.model(n),
-                lw=3 if f.selected else 1.2,
-                alpha=1 if f.selected else 0.6,
-                zorder=3 if f.selected else 2,
-                label=f"{f.model.describe()}  loo rmse {f.loo_rmse:.3g}"
-                + ("  (selected)" if f.selected else ""),
-            )
-        ax.scatter(
-            measured["n_nodes"],
-            measured["speedup"],
-            s=42,
-            color="black",
-            edgecolor="white",
-            linewidth=1.2,
-            zorder=10,
-            label="measured",
-        )
-        # The y range the data and the selected curve need (a diverging model would flatten them).
-        selected = [f for f in group if f.selected] or group
-        high = max(float(measured["speedup"].max()), *(float(np.max(f.model(n))) for f in selected))
-        ax.set_ylim(0, high * 1.15 + 0.1)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("nodes n")
-        ax.set_ylabel("speedup s(n) = duration(1) / duration(n)")
-        ax.set_title(f"{itype} / {workload}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
-        fig.tight_layout()
+        fig = fit_figure(group, measured, f"{itype} / {workload}")
         path = out / (re.sub(r"[^A-Za-z0-9._-]+", "_", f"{itype}__{workload}") + ".png")
         written.append(_save(fig, path))
         plt.close(fig)
     return written
+
+
+def fit_figure(group: Sequence, measured: pd.DataFrame, title: str) -> Any:
+    """One group's figure (see plot_fits)."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    top = int(max(measured["n_nodes"].max() * 1.5, 4))
+    n = np.arange(1, top + 1)
+    fig, ax = plt.subplots(figsize=(7, 5.6), dpi=110)
+    for f in sorted(group, key=lambda f: f.selected):  # the selected one last, on top
+        ax.plot(
+            n,
+            f.model(n),
+            lw=3 if f.selected else 1.2,
+            alpha=1 if f.selected else 0.6,
+            zorder=3 if f.selected else 2,
+            label=f"{f.model.describe()}  loo rmse {f.loo_rmse:.3g}"
+            + ("  (selected)" if f.selected else ""),
+        )
+    ax.scatter(
+        measured["n_nodes"],
+        measured["speedup"],
+        s=42,
+        color="black",
+        edgecolor="white",
+        linewidth=1.2,
+        zorder=10,
+        label="measured",
+    )
+    # The y range the data and the selected curve need (a diverging model would flatten them).
+    selected = [f for f in group if f.selected] or group
+    high = max(float(measured["speedup"].max()), *(float(np.max(f.model(n))) for f in selected))
+    ax.set_ylim(0, high * 1.15 + 0.1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("nodes n")
+    ax.set_ylabel("speedup s(n) = duration(1) / duration(n)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    fig.tight_layout()
+    return fig
 
 
 def _save(fig: object, path: str | Path) -> Path:
@@ -106,6 +114,16 @@ def plot_sweep(
     DeepVM paper's simulation figure): one line per policy; the title names the
     catalog and the date its prices refer to."""
     plt = _pyplot()
+    fig = sweep_figure(results, title, prices_snapshot)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def sweep_figure(results: pd.DataFrame, title: str, prices_snapshot: str = "") -> Any:
+    """The sweep's figure (see plot_sweep)."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=110)
     for policy, rows in results.groupby("policy", sort=False):
         rows = rows.sort_values("budget")
@@ -116,10 +134,7 @@ def plot_sweep(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)
+    return fig
 
 
 def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
@@ -127,6 +142,16 @@ def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
     horizontal bars (the cluster names stay readable), its $/h written on the
     bar, coloured by the rule that picked it (the legend). The DeepVM paper's AWS
     figure."""
+    plt = _pyplot()
+    fig = compare_figure(rows, title)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def compare_figure(rows: pd.DataFrame, title: str) -> Any:
+    """The comparison's figure (see plot_compare)."""
     plt = _pyplot()
     rows = rows.reset_index(drop=True)
     colours = {"deepvm": "tab:blue", "cost_first": "tab:orange", "performance_first": "tab:green"}
@@ -167,7 +192,4 @@ def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
     fig.subplots_adjust(
         left=0.3, right=0.98, top=1 - 0.6 / height, bottom=1.1 / height, wspace=0.05
     )
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)
+    return fig
