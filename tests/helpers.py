@@ -109,3 +109,19 @@ def make_inputs(
         overhead_tables=(Table.from_frame(overhead),) if overhead is not None else (),
         saturation=saturation or SaturationModel(),
     )
+
+
+def append_benchmarks(store: str, writer: str, count: int) -> None:
+    """One benchmarks row per append, ``count`` times (a machine of many runs;
+    the target of the concurrent-writer tests' processes)."""
+    from deepvm.store import TABLES, Store
+
+    for k in range(count):
+        row = {c: None for c in TABLES["benchmarks"][1].names}
+        row.update(
+            run_id=f"{writer}-{k}", instance_type=writer, workload="tiny", status="ok",
+            achieved_flops=float(k + 1), measured_at=pd.Timestamp.now(tz="UTC"),
+        )  # fmt: skip
+        Store.open(store).append(
+            "benchmarks", pd.DataFrame([row]), partition="2026-12-01", writer=writer
+        )

@@ -73,9 +73,7 @@ def tree(root: Path) -> dict[str, str]:
     }
 
 
-def test_compact_merges_finished_months_and_every_reader_sees_the_same_rows(
-    tmp_path, jobs, capsys
-):
+def test_compact_merges_finished_months_and_every_reader_sees_the_same_rows(tmp_path, jobs, capsys):
     store = tmp_path / "store"
     nights(store, jobs, "--no-compact")
     before = every_reader(store)

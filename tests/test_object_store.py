@@ -15,10 +15,11 @@ import pandas as pd
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from helpers import append_benchmarks
 
 from deepvm.cli import main
 from deepvm.results import today_utc
-from deepvm.store import STAGING_DIR, TABLES, Store, to_arrow
+from deepvm.store import STAGING_DIR, Store, to_arrow
 
 moto_server = pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
@@ -188,27 +189,11 @@ def test_a_failed_transaction_publishes_nothing_and_a_dead_one_is_rolled_forward
     assert not [k for k in _keys(s3) if k.startswith(STAGING_DIR)]
 
 
-def _append(store: str, writer: str, count: int, env: dict[str, str]) -> None:
-    import os
-
-    os.environ.update(env)
-    for k in range(count):
-        row = {c: None for c in TABLES["benchmarks"][1].names}
-        row.update(
-            run_id=f"{writer}-{k}", instance_type=writer, workload="tiny", status="ok",
-            achieved_flops=float(k + 1), measured_at=pd.Timestamp.now(tz="UTC"),
-        )  # fmt: skip
-        Store.open(store).append(
-            "benchmarks", pd.DataFrame([row]), partition="2026-12-01", writer=writer
-        )
-
-
 def test_machines_appending_to_one_bucket_at_once_lose_nothing(s3):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
-    context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_append, args=(s3, f"machine-{m}", 8, env)) for m in range(3)]
+    context = multiprocessing.get_context("spawn")  # children inherit the AWS_* settings
+    writers = [
+        context.Process(target=append_benchmarks, args=(s3, f"machine-{m}", 8)) for m in range(3)
+    ]
     for w in writers:
         w.start()
     for w in writers:

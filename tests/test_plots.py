@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("matplotlib")
-from PIL import Image  # noqa: E402  (matplotlib brings pillow)
+from PIL import Image
 
-from deepvm.cli import main  # noqa: E402
-from deepvm.fitting import fit_group  # noqa: E402
-from deepvm.overhead import SpeedupModel  # noqa: E402
-from deepvm.plots import compare_figure, fit_figure, sweep_figure  # noqa: E402
-from deepvm.planner import compare, sweep  # noqa: E402
+from deepvm.cli import main
+from deepvm.fitting import fit_group
+from deepvm.overhead import SpeedupModel
+from deepvm.planner import compare, sweep
+from deepvm.plots import compare_figure, fit_figure, sweep_figure
 
 
 def boxes(fig, artists):
@@ -30,7 +30,7 @@ def overlap(a, b) -> bool:
 
 
 def test_compare_labels_do_not_overlap_and_it_has_a_legend_and_total_cost():
-    result, df = compare(10.0, 1e19)
+    _, df = compare(10.0, 1e19)
     df["cluster"] = [f"{r.n_workers} x {r.worker_type}" for r in df.itertuples()]
     fig = compare_figure(df, "t")
     left, right = fig.axes

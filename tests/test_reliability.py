@@ -20,10 +20,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from helpers import append_benchmarks
 from tests_paths import ROOT
 
 from deepvm.cli import main
-from deepvm.store import STAGING_DIR, TABLES, Store
+from deepvm.store import STAGING_DIR, Store
 
 DAY1, DAY2 = "2026-11-30", "2026-12-01"
 ONE_JOB = """
@@ -268,22 +269,6 @@ def test_instance_types_alike_as_file_names_keep_their_own_rows(tmp_path, capsys
     assert sorted(rows["instance_type"]) == ["coll/1", "coll:1"]
 
 
-def _append_benchmarks(store: str, writer: str, count: int) -> None:
-    import pandas as pd
-
-    from deepvm.store import Store
-
-    for k in range(count):
-        row = {c: None for c in TABLES["benchmarks"][1].names}
-        row.update(
-            run_id=f"{writer}-{k}", instance_type=writer, workload="tiny", status="ok",
-            achieved_flops=float(k + 1), measured_at=pd.Timestamp.now(tz="UTC"),
-        )  # fmt: skip
-        Store.open(store).append(
-            "benchmarks", pd.DataFrame([row]), partition="2026-12-01", writer=writer
-        )
-
-
 def test_machines_appending_at_once_lose_nothing(tmp_path):
     """Regression: a writer's recover() could take another writer's staging folder,
     made but not yet locked, for a dead writer's and remove it."""
@@ -292,7 +277,7 @@ def test_machines_appending_at_once_lose_nothing(tmp_path):
     store = str(tmp_path / "s")
     context = multiprocessing.get_context("spawn")
     writers = [
-        context.Process(target=_append_benchmarks, args=(store, f"machine-{m}", 25))
+        context.Process(target=append_benchmarks, args=(store, f"machine-{m}", 25))
         for m in range(4)
     ]
     for w in writers:
