@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -140,65 +139,36 @@ class _SimulatedCase:
 
 def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     """The rate, stall, restart, price and work of a catalog configuration."""
-    from deepvm.planner.api import make_job
-    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
-    from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
+    from deepvm.planner.api import cluster_risk
 
-    fleet = planner_inputs(args).fleet(args.workload)
-    places = [i for i, t in enumerate(fleet.gpu_types) if t == args.instance_type]
-    if not places:
-        raise DeepvmError(
-            f"--instance-type {args.instance_type!r} is not a GPU type of the catalog"
-        )
-    if len(places) > 1:  # the same type in several regions: prices differ
-        listed = ", ".join(fleet.gpu_region_of(i) for i in places)
-        raise DeepvmError(
-            f"--instance-type {args.instance_type!r} is in several regions ({listed}); "
-            "pick one with --region"
-        )
-    i = places[0]
-    n = DEFAULT_SIMULATED_WORKERS if args.n_workers is None else args.n_workers
-    remote = None
-    if args.architecture == TIERING:
-        local = [
-            j
-            for j, t in enumerate(fleet.cpu_types)
-            if t == args.remote_type and fleet.cpu_region_of(j) == fleet.gpu_region_of(i)
-        ]
-        if not local:
-            raise DeepvmError(
-                "--architecture tiering needs --remote-type, a CPU type of the catalog in "
-                f"the workers' region ({fleet.gpu_region_of(i)})"
-            )
-        remote = local[0]
-    job = make_job(args.workload, args.checkpoint_gb, args.checkpoint_versions)
-    costs = CheckpointCosts(restart_s=args.restart_s)
-    fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
-    config = Config(args.architecture, i, n, remote, args.n_remote if remote is not None else 0)
-    broken = violations(fleet, job, config, math.inf)
-    if broken:
-        raise DeepvmError(
-            f"{n} x {args.instance_type} ({args.architecture}) is not a feasible cluster: "
-            + ", ".join(broken)
-        )
+    risk = cluster_risk(
+        planner_inputs(args),
+        args.workload,
+        args.instance_type,
+        args.architecture,
+        DEFAULT_SIMULATED_WORKERS if args.n_workers is None else args.n_workers,
+        remote_type=args.remote_type,
+        n_remote=args.n_remote,
+        checkpoint_gb=args.checkpoint_gb,
+        checkpoint_versions=args.checkpoint_versions,
+        restart_s=args.restart_s,
+    )
     work_hours = args.work_hours
     if args.work is not None:
         if work_hours is not None:
             raise DeepvmError("give --work or --work-hours, not both")
         if not args.work > 0:
             raise DeepvmError("--work must be a positive number of FLOPs")
-        work_hours = args.work / throughput(fleet, config) / 3600.0
+        work_hours = args.work / risk.throughput_flops / 3600.0
     if work_hours is None:
         raise DeepvmError("simulate needs --work-hours or --work")
-    r = config_risk(fleet, config, job, costs)
-    described = f"{n} x {args.instance_type} ({args.architecture}, {config.n_spot} spot)"
     return _SimulatedCase(
-        float(r.rate_per_s[0]),
+        risk.rate_per_s,
         work_hours,
-        float(r.stall_s[0]),
-        float(r.restart_s[0]),
-        hourly_cost(fleet, config) if args.hourly_cost is None else args.hourly_cost,
-        described,
+        risk.stall_s,
+        risk.restart_s,
+        risk.hourly_cost if args.hourly_cost is None else args.hourly_cost,
+        risk.described,
     )
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
-from deepvm.config import JOB_OPTIONS, MAX_SWEEP_BUDGETS, JobSpec
+from deepvm.config import (
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_RESTART_S,
+    JOB_OPTIONS,
+    MAX_SWEEP_BUDGETS,
+    JobSpec,
+)
 from deepvm.errors import InfeasibleError, InputError, ParameterError
 from deepvm.flopp import (
     MeasurementUse,
@@ -446,3 +452,85 @@ def compare(
     import pandas as pd
 
     return result, pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class ClusterRisk:
+    """One named cluster of the catalog under the preemption model: what
+    `deepvm simulate preemption` simulates."""
+
+    rate_per_s: float  # the cluster's preemptions per second
+    stall_s: float  # one checkpoint's stall
+    restart_s: float  # one restart's cost
+    hourly_cost: float
+    throughput_flops: float
+    described: str
+
+
+def cluster_risk(
+    inputs: Inputs,
+    workload: str,
+    instance_type: str,
+    architecture: str,
+    n_workers: int,
+    *,
+    remote_type: str | None = None,
+    n_remote: int = 1,
+    checkpoint_gb: float | None = None,
+    checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS,
+    restart_s: float = DEFAULT_RESTART_S,
+) -> ClusterRisk:
+    """The preemption rate, checkpoint stall, restart cost, price and throughput of
+    ``n_workers`` x ``instance_type`` in ``architecture`` (Tiering: with
+    ``n_remote`` x ``remote_type`` in the workers' region). Raises ParameterError
+    for a type the catalog lacks, or in several regions, and InputError for a
+    cluster that breaks the model's constraints."""
+    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
+    from deepvm.planner.goodput import config_risk, object_store_usd_per_hour
+
+    fleet = inputs.fleet(workload)
+    places = [i for i, t in enumerate(fleet.gpu_types) if t == instance_type]
+    if not places:
+        raise ParameterError("instance_type", instance_type, "is not a GPU type of the catalog")
+    if len(places) > 1:  # the same type in several regions: prices differ
+        listed = ", ".join(fleet.gpu_region_of(i) for i in places)
+        raise ParameterError(
+            "instance_type",
+            instance_type,
+            f"is in several regions ({listed}); pick one with --region",
+        )
+    i = places[0]
+    remote = None
+    if architecture == TIERING:
+        region = fleet.gpu_region_of(i)
+        local = [
+            j
+            for j, t in enumerate(fleet.cpu_types)
+            if t == remote_type and fleet.cpu_region_of(j) == region
+        ]
+        if not local:
+            raise ParameterError(
+                "remote_type",
+                remote_type,
+                f"must be a CPU type of the catalog in the workers' region ({region}) for tiering",
+            )
+        remote = local[0]
+    job = make_job(workload, checkpoint_gb, checkpoint_versions)
+    costs = CheckpointCosts(restart_s=restart_s)
+    fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
+    config = Config(architecture, i, n_workers, remote, n_remote if remote is not None else 0)
+    broken = violations(fleet, job, config, math.inf)
+    if broken:
+        raise InputError(
+            f"{n_workers} x {instance_type} ({architecture}) is not a feasible cluster: "
+            + ", ".join(broken)
+        )
+    r = config_risk(fleet, config, job, costs)
+    return ClusterRisk(
+        float(r.rate_per_s[0]),
+        float(r.stall_s[0]),
+        float(r.restart_s[0]),
+        hourly_cost(fleet, config),
+        throughput(fleet, config),
+        f"{n_workers} x {instance_type} ({architecture}, {config.n_spot} spot)",
+    )
