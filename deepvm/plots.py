@@ -86,7 +86,7 @@ def fit_figure(group: Sequence, measured: pd.DataFrame, title: str) -> Any:
     ax.set_ylabel("speedup s(n) = duration(1) / duration(n)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
     fig.tight_layout()
     return fig
 
@@ -100,7 +100,8 @@ def _save(fig: object, path: str | Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp.png")
     try:
-        fig.savefig(tmp)  # type: ignore[attr-defined]
+        # "tight": the saved image grows to hold a legend placed outside the axes
+        fig.savefig(tmp, bbox_inches="tight", pad_inches=0.15)  # type: ignore[attr-defined]
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -61,6 +61,7 @@ def test_fit_legend_is_clear_of_the_points_and_the_axis_counts_nodes():
     legend = ax.get_legend()
     (axes_box,) = boxes(fig, [ax])
     assert not overlap(boxes(fig, [legend])[0], axes_box)  # below the axes, not on the data
+    assert len(legend.get_texts()) == len(fits) + 1  # every model and the measured points
     fig.canvas.draw()
     ticks = [float(t) for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     assert ticks and all(t == int(t) for t in ticks)
