@@ -269,11 +269,12 @@ class ObjectFiles:
 
     def walk(self, rel: str) -> list[str]:
         selector = pafs.FileSelector(self._path(rel), allow_not_found=True, recursive=True)
-        skip = len(self.base) + 1
+        # Some file systems answer with a leading "/" (fsspec's memory://): compare without.
+        base = self.base.strip("/") + "/"
         return [
-            info.path[skip:]
+            info.path.lstrip("/")[len(base) :]
             for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File
+            if info.type == pafs.FileType.File and info.path.lstrip("/").startswith(base)
         ]
 
     def exists(self, rel: str) -> bool:

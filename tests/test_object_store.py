@@ -242,3 +242,33 @@ def test_local_and_s3_stores_hold_the_same_rows(s3, tmp_path: Path):
         reads.append(store.read("scaling").sort_values(["run_date", "n_nodes"]))
     pd.testing.assert_frame_equal(reads[0].reset_index(drop=True), reads[1].reset_index(drop=True))
     assert len(reads[0]) == 2
+
+
+def test_a_scheme_that_fsspec_serves_is_a_store_too():
+    """memory:// has no pyarrow file system: it goes through fsspec, with the same
+    layout, replacement and compaction."""
+    pytest.importorskip("fsspec")
+    rows = pd.DataFrame(
+        {
+            "run_id": ["r"],
+            "instance_type": ["g"],
+            "workload": ["w"],
+            "n_nodes": [1],
+            "duration_s": [1.0],
+            "speedup": [1.0],
+            "source": ["measured"],
+            "measured_at": [pd.Timestamp("2026-12-01", tz="UTC")],
+        }
+    )
+    store = Store.open("memory://deepvm-test/team")
+    assert not store.local
+    store.write("scaling", rows, partition="2026-11-02", name="a")
+    store.write("scaling", rows.assign(n_nodes=2), partition="2026-11-02", name="a")  # replaces
+    store.write("scaling", rows, partition="2026-12-01", name="a")
+    assert store.compact(before="2026-12-01").months["scaling"] == ["2026-11"]
+    assert store.files.walk("scaling") == [
+        "scaling/run_month=2026-11/part-compacted.parquet",
+        "scaling/run_month=2026-12/part-2026-12-01-a.parquet",
+    ]
+    read = store.read("scaling").sort_values("run_date")
+    assert read[["run_date", "n_nodes"]].values.tolist() == [["2026-11-02", 2], ["2026-12-01", 1]]
