@@ -62,6 +62,21 @@ _software = [
     pa.field("deepvm_version", pa.string()),
 ]
 
+# One cluster, as recommendations and fleet plans both store it.
+_cluster = [
+    pa.field("region", pa.string()),
+    pa.field("zone", pa.string()),
+    pa.field("architecture", pa.string()),
+    pa.field("worker_type", pa.string()),
+    pa.field("n_workers", pa.int64()),
+    pa.field("n_spot", pa.int64()),
+    pa.field("n_on_demand", pa.int64()),
+    pa.field("remote_type", pa.string()),
+    pa.field("n_remote", pa.int64()),
+    pa.field("hourly_cost", pa.float64()),
+    pa.field("throughput_flops", pa.float64()),
+]
+
 # table -> (partition column, schema of the other columns stored in the files)
 TABLES: dict[str, tuple[str | None, pa.Schema]] = {
     "instances": (
@@ -208,17 +223,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("objective", pa.string()),
                 ("policy", pa.string()),
                 ("rank", pa.int64()),
-                ("region", pa.string()),
-                ("zone", pa.string()),
-                ("architecture", pa.string()),
-                ("worker_type", pa.string()),
-                ("n_workers", pa.int64()),
-                ("n_spot", pa.int64()),
-                ("n_on_demand", pa.int64()),
-                ("remote_type", pa.string()),
-                ("n_remote", pa.int64()),
-                ("hourly_cost", pa.float64()),
-                ("throughput_flops", pa.float64()),
+                *_cluster,
                 ("objective_value", pa.float64()),
                 ("preemptions_per_h", pa.float64()),
                 ("checkpoint_interval_s", pa.float64()),
@@ -257,17 +262,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("priority", pa.float64()),
                 ("shared", pa.bool_()),
                 ("value", pa.float64()),
-                ("region", pa.string()),
-                ("zone", pa.string()),
-                ("architecture", pa.string()),
-                ("worker_type", pa.string()),
-                ("n_workers", pa.int64()),
-                ("n_spot", pa.int64()),
-                ("n_on_demand", pa.int64()),
-                ("remote_type", pa.string()),
-                ("n_remote", pa.int64()),
-                ("hourly_cost", pa.float64()),
-                ("throughput_flops", pa.float64()),
+                *_cluster,
                 ("solo_throughput_flops", pa.float64()),
                 ("solo_hourly_cost", pa.float64()),
                 ("binding", pa.string()),
