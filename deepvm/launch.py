@@ -18,13 +18,11 @@ with your training script.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deepvm.errors import OutputError
+from deepvm.output_files import atomic_output
 
 RDZV_PORT = 29500
 
@@ -147,16 +145,6 @@ def write_sky_yaml(
     )
     for role, task in tasks.items():
         lines = [*header, f"this task: {role}"]
-        _write_atomic(paths[role], render(task, lines))
+        with atomic_output(paths[role]) as tmp:
+            tmp.write_text(render(task, lines))
     return list(paths.values())
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)

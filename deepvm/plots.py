@@ -93,19 +93,12 @@ def fit_figure(group: Sequence, measured: pd.DataFrame, title: str) -> Any:
 
 def _save(fig: object, path: str | Path) -> Path:
     """Save atomically: a half-written PNG never replaces a good one."""
-    import os
-    import uuid
+    from deepvm.output_files import atomic_output
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp.png")
-    try:
+    with atomic_output(path) as tmp:
         # "tight": the saved image grows to hold a legend placed outside the axes
         fig.savefig(tmp, bbox_inches="tight", pad_inches=0.15)  # type: ignore[attr-defined]
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return Path(path)
 
 
 def plot_sweep(

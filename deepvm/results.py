@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from deepvm.errors import OutputError
 from deepvm.fitting import Fit, fits_frame
+from deepvm.output_files import atomic_output
 from deepvm.planner.api import RecommendResult
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.store import Store, StoreLike
@@ -98,17 +98,9 @@ def write_flopp(
 
 def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write a single Parquet file atomically (temporary name in the same folder)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path) as tmp:
         df.to_parquet(tmp, index=False)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return Path(path)
 
 
 # Measurements and fits are appended, one file per run (Store.append): machines
