@@ -212,11 +212,10 @@ class LocalFiles:
 
     @contextmanager
     def lock(self, rel: str, *, wait: bool = True) -> Iterator[IO[bytes] | None]:
-        """flock(2) on a file (created if absent): yields the open lock file, or
-        None when ``wait`` is false and another process holds it."""
-        path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as f:
+        """flock(2) on a file (created if absent, in a folder that must exist: a
+        vanished folder is never made again) for the block: yields the open lock
+        file, or None when ``wait`` is false and another process holds it."""
+        with open(self.root / rel, "ab") as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except OSError:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import os
 import re
@@ -35,7 +34,6 @@ import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -371,12 +369,41 @@ def _parse(table: str, rel: str) -> _File | None:
     return None
 
 
+def _parts_of(meta: dict[bytes, bytes]) -> list[list]:
+    """A compacted month's parts: [date, writer's file key, name, first row, end row]."""
+    return list(json.loads(meta.get(_PARTS_KEY, b"[]")))
+
+
+_Piece = tuple[str, str, str, pa.Table]  # date, writer's file key, name, rows
+
+
+def _month_file(table: str, pieces: list[_Piece]) -> pa.Table:
+    """One compacted month from its pieces, sorted, each piece's rows in its parts."""
+    pieces = sorted(pieces, key=lambda p: (p[0], p[1]))
+    parts, start = [], 0
+    for date, key, name, rows in pieces:
+        parts.append([date, key, name, start, start + len(rows)])
+        start += len(rows)
+    merged = (
+        pa.concat_tables([p[3] for p in pieces]) if pieces else file_schema(table).empty_table()
+    )
+    return merged.replace_schema_metadata(
+        {"schema_version": SCHEMA_VERSION, "table": table, _PARTS_KEY.decode(): json.dumps(parts)}
+    )
+
+
+def _pieces_of(data: pa.Table, meta: dict[bytes, bytes]) -> list[_Piece]:
+    return [
+        (date, key, name, data.slice(start, stop - start))
+        for date, key, name, start, stop in _parts_of(meta)
+    ]
+
+
 class _Transaction:
     """Files staged by one writer, published together (see Store.transaction)."""
 
-    def __init__(self, folder: str, lock: IO[bytes] | None) -> None:
+    def __init__(self, folder: str) -> None:
         self.folder = folder  # relative to the store's root
-        self.lock = lock
         self.staged: dict[str, tuple[str, str]] = {}  # final rel -> (staged rel, name)
         self.deletes: set[str] = set()  # published files this transaction removes
         self.drop_parts: dict[str, set[tuple[str, str]]] = {}  # compacted rel -> (date, key)
@@ -553,7 +580,7 @@ class Store:
             raise StoreError(
                 f"store file {self.files.location(f.rel)!r} is not a readable Parquet file: {_FIX}"
             ) from None
-        return list(json.loads(meta.get(_PARTS_KEY, b"[]")))
+        return _parts_of(meta)
 
     # --- transactions -------------------------------------------------------------
 
@@ -570,27 +597,29 @@ class Store:
         self.ensure_writable()
         self.recover()
         folder = f"{STAGING_DIR}/{uuid.uuid4().hex}"
-        lock: IO[bytes] | None = None
-        if isinstance(self.files, LocalFiles):
-            # Under the staging guard, so that no other writer's recover() sees the
-            # folder before its lock is held (and takes it for a dead writer's).
-            with self._staging_guard():
-                try:
-                    self.files.path(folder).mkdir(parents=True)
-                    lock = open(self.files.path(f"{folder}/{_LOCK}"), "wb")  # noqa: SIM115
-                except OSError as exc:
-                    raise self.files.error(exc, "", "writing to") from None
-                fcntl.flock(lock, fcntl.LOCK_EX)
-        tx = _Transaction(folder, lock)
+        local = isinstance(self.files, LocalFiles)
         try:
-            yield replace(self, _tx=tx)
-            self._publish(tx)
+            with contextlib.ExitStack() as held:
+                if isinstance(self.files, LocalFiles):
+                    # Under the staging guard, so that no other writer's recover() sees
+                    # the folder before its lock is held (and takes it for a dead one's).
+                    with self._staging_guard():
+                        try:
+                            self.files.path(folder).mkdir(parents=True)
+                            held.enter_context(self.files.lock(f"{folder}/{_LOCK}"))
+                        except OSError as exc:
+                            raise self.files.error(exc, "", "writing to") from None
+                tx = _Transaction(folder)
+                try:
+                    yield replace(self, _tx=tx)
+                    self._publish(tx)
+                finally:
+                    # Removed while still locked: no other writer's recovery sees it
+                    # unlocked.
+                    with contextlib.suppress(OSError):
+                        self.files.delete_dir(folder)
         finally:
-            # Removed while still locked: no other writer's recovery sees it unlocked.
-            with contextlib.suppress(OSError):
-                self.files.delete_dir(folder)
-            if lock is not None:
-                lock.close()
+            if local:
                 with self._staging_guard():
                     self._remove_empty_staging()
 
@@ -601,11 +630,10 @@ class Store:
         assert isinstance(self.files, LocalFiles)
         try:
             self.files.root.mkdir(parents=True, exist_ok=True)
-            guard = open(self.files.path(_GUARD), "ab")  # noqa: SIM115
+            self.files.path(_GUARD).touch()
         except OSError as exc:
             raise self.files.error(exc, "", "writing to") from None
-        with guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)
+        with self.files.lock(_GUARD):
             yield
 
     def _publish(self, tx: _Transaction) -> None:
@@ -654,16 +682,12 @@ class Store:
             if not entry.is_dir:
                 continue
             folder = f"{STAGING_DIR}/{entry.name}"
-            try:
-                lock = open(self.files.path(f"{folder}/{_LOCK}"), "ab")  # noqa: SIM115
-            except OSError:
-                continue
-            with lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # a live writer
-                self._roll_forward(folder)
+            with (
+                contextlib.suppress(FileNotFoundError),  # its writer just removed it
+                self.files.lock(f"{folder}/{_LOCK}", wait=False) as held,
+            ):
+                if held is not None:  # else a live writer
+                    self._roll_forward(folder)
         self._remove_empty_staging()
 
     def _recover_object(self) -> None:
@@ -839,10 +863,9 @@ class Store:
                 continue
             data, meta = self._read_file(table, f)
             if f.kind == "month":
-                parts = json.loads(meta.get(_PARTS_KEY, b"[]"))
                 keep = [
                     np.arange(start, stop)
-                    for date, key, _, start, stop in parts
+                    for date, key, _, start, stop in _parts_of(meta)
                     if (wanted is None or date in wanted) and (date, key) not in days | legacy
                 ]
                 if sum(len(k) for k in keep) != len(data):
@@ -899,13 +922,11 @@ class Store:
     def _compact_month(self, table: str, month: str, files: list[_File]) -> None:
         assert self._tx is not None
         days = {(f.date, f.key) for f in files if f.kind == "day"}
-        pieces: list[tuple[str, str, str, pa.Table]] = []  # date, key, name, rows
+        pieces: list[_Piece] = []
         for f in files:
             data, meta = self._read_file(table, f)
             if f.kind == "month":
-                for date, key, name, start, stop in json.loads(meta.get(_PARTS_KEY, b"[]")):
-                    if (date, key) not in days:
-                        pieces.append((date, key, name, data.slice(start, stop - start)))
+                pieces += [p for p in _pieces_of(data, meta) if (p[0], p[1]) not in days]
             elif f.kind == "legacy" and (f.date, f.key) in days:
                 pass  # replaced by the writer's day file
             else:
@@ -913,21 +934,7 @@ class Store:
                 name = meta.get(_NAME_KEY, f.key.encode()).decode()
                 pieces.append((f.date, f.key, name, data))
             self._tx.deletes.add(f.rel)
-        pieces.sort(key=lambda p: (p[0], p[1]))
-        parts, start = [], 0
-        for date, key, name, data in pieces:
-            parts.append([date, key, name, start, start + len(data)])
-            start += len(data)
-        merged = (
-            pa.concat_tables([p[3] for p in pieces]) if pieces else file_schema(table).empty_table()
-        )
-        merged = merged.replace_schema_metadata(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "table": table,
-                _PARTS_KEY.decode(): json.dumps(parts),
-            }
-        )
+        merged = _month_file(table, pieces)
         rel = self._month_rel(table, month)
         self._tx.deletes.discard(rel)
         staged = f"{self._tx.folder}/{len(self._tx.staged)}-compacted.parquet.partial"
@@ -964,18 +971,8 @@ class Store:
         """A compacted month less the parts of rewritten (date, writer) pairs."""
         table = rel.split("/", 1)[0]
         data, meta = self._read_file(table, _File(rel, "month"))
-        parts, pieces, start = [], [], 0
-        for date, key, name, first, end in json.loads(meta.get(_PARTS_KEY, b"[]")):
-            if (date, key) in dropped:
-                continue
-            pieces.append(data.slice(first, end - first))
-            parts.append([date, key, name, start, start + end - first])
-            start += end - first
-        if not parts:
-            return None
-        return pa.concat_tables(pieces).replace_schema_metadata(
-            {**meta, _PARTS_KEY: json.dumps(parts).encode()}
-        )
+        kept = [p for p in _pieces_of(data, meta) if (p[0], p[1]) not in dropped]
+        return _month_file(table, kept) if kept else None
 
 
 StoreLike = str | os.PathLike[str] | Store
@@ -1028,7 +1025,10 @@ def _dead_staging(store: Store) -> int:
         if isinstance(store.files, LocalFiles):
             if not entry.is_dir:
                 continue
-            with store.files.lock(f"{folder}/{_LOCK}", wait=False) as held:
+            with (
+                contextlib.suppress(FileNotFoundError),
+                store.files.lock(f"{folder}/{_LOCK}", wait=False) as held,
+            ):
                 dead += held is not None
         elif isinstance(store.files, ObjectFiles) and entry.is_dir:
             inside = store.files.listdir(folder)

@@ -220,13 +220,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         written, _ = write_recommendations(result, store_uri, scenario=args.scenario)
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
+    job = {"budget": result.budget, "objective": result.objective, "workload": result.workload}
     fmt = output_format(args)
     if fmt == "json":
         print_json(
             {
-                "budget": result.budget,
-                "objective": result.objective,
-                "workload": result.workload,
+                **job,
                 "checkpoint_gb": result.checkpoint_gb,
                 "prices_snapshot": result.prices_snapshot,
                 "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
@@ -238,12 +237,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             }
         )
     else:
-        job = {
-            "budget": result.budget,
-            "workload": result.workload,
-            "objective": result.objective,
-            "prices_snapshot": result.prices_snapshot,
-        }
+        job["prices_snapshot"] = result.prices_snapshot
         for r in recs:
             r.update(job)
             r["cluster"] = _cluster_text(r)
