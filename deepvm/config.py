@@ -12,6 +12,9 @@ from deepvm.errors import ParameterError
 # The store: --store, else $DEEPVM_STORE, else this folder.
 ENV_STORE = "DEEPVM_STORE"
 DEFAULT_STORE = "deepvm-store"
+# `deepvm store compact`: files removed, and rows of commits that never completed,
+# are kept this long (Delta's own vacuum default); no writer may run longer.
+DEFAULT_RETAIN_HOURS = 168.0
 
 # The job.
 DEFAULT_WORKLOAD = "resnet50"

@@ -37,7 +37,9 @@ from deepvm.errors import (
 from deepvm.planner.api import Inputs
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.store import CompactReport, Store, StoreLike, check_date
+from deepvm.names import check_date
+from deepvm.store.core import Store, StoreLike
+from deepvm.store.maintenance import CompactReport
 
 log = logging.getLogger("deepvm")
 
@@ -127,7 +129,7 @@ def refresh_prices(
     if data is not None and data.prices.empty:  # nothing usable: never a snapshot
         error, data = f"source {src.name!r} returned no usable prices", None
     if data is not None:
-        with store.transaction() as tx:
+        with store.transaction(command="prices") as tx:
             tx.write("instances", data.instances, partition=None, name=src.name)
             prices = fill_price_dates(fill_interruption_rates(data.prices))
             tx.write("prices", prices, partition=date, name=src.name)
@@ -353,9 +355,12 @@ class NightlyReport:
 
 
 def compact_finished_months(store_uri: StoreLike, snapshot_date: str) -> CompactReport:
-    """Merge every month that ended before the night's date into one file per table
-    (docs/ARCHITECTURE.md, "The store"): a year of nights stays twelve files per table."""
-    return Store.open(store_uri).compact(before=snapshot_date)
+    """Merge the files of every month that ended before the night's date and remove
+    files past the retention (docs/ARCHITECTURE.md, "The store"): a year of nights
+    stays a few files per month."""
+    from deepvm.store.maintenance import compact
+
+    return compact(store_uri, before=snapshot_date)
 
 
 def nightly(
@@ -374,13 +379,13 @@ def nightly(
     compact: bool = True,
 ) -> NightlyReport:
     """All stages in order, for running without Prefect. Every table's rows are
-    computed first and published together at the end (one store transaction): a
-    night that fails part-way leaves the store as it was. Then finished months are
-    compacted (``compact``)."""
+    computed first and committed together at the end (one store commit): a night
+    that fails part-way, or is killed while it commits, leaves what deepvm reads as
+    it was. Then finished months are compacted (``compact``)."""
     from deepvm.store_inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
-    with Store.open(store_uri).transaction() as tx:
+    with Store.open(store_uri).transaction(command="nightly") as tx:
         prices = refresh_prices(
             tx,
             source,

@@ -470,7 +470,7 @@ def nightly(
     with _flow_names():
         registry = load_workloads(workloads_path) if workloads_path else None
         jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
-        with Store.open(uri).transaction() as tx:
+        with Store.open(uri).transaction(command="nightly") as tx:
             prices = refresh_prices_task(tx, price_source, date, price_regions, price_timeout_s)
             if prices.failed:
                 logger.warning(

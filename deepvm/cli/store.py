@@ -1,4 +1,4 @@
-"""Store commands: check, compact."""
+"""Store commands: check, compact, migrate."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from deepvm.cli.common import (
     store_location,
 )
 from deepvm.errors import DeepvmError
+from deepvm.config import DEFAULT_RETAIN_HOURS
 
 
 def add_parsers(sub: Any) -> None:
-    st = sub.add_parser("store", help="check or compact a store")
+    st = sub.add_parser("store", help="check, compact or migrate a store")
     sts = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     chk = sts.add_parser(
         "check",
@@ -27,11 +28,13 @@ def add_parsers(sub: Any) -> None:
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     cpt = sts.add_parser(
         "compact",
-        help="merge each finished month's daily files into one file per table",
-        description="Merge each month that ended before --before (default: today, so every "
-        "finished month) into one Parquet file per table, atomically; every row keeps its "
-        "date column, and DuckDB, pandas and polars read the store as before. Files in the "
-        "old day-folder layout are moved into month folders.",
+        help="merge finished months' files, drop rows no reader sees, remove old files",
+        description="Merge the files of each month that ended before --before (default: "
+        "today, so every finished month) into few large files (Delta's optimize); drop rows "
+        "of superseded commits and of commits that never completed and started more than "
+        "--retain-hours ago; then delete files removed more than --retain-hours ago (Delta's "
+        "vacuum). Each step is a commit of its own: readers and writers running meanwhile "
+        "see and lose nothing.",
     )
     cpt.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
     cpt.add_argument(
@@ -39,15 +42,37 @@ def add_parsers(sub: Any) -> None:
         metavar="YYYY-MM-DD",
         help="compact the months that ended before this date (default: today, UTC)",
     )
+    cpt.add_argument(
+        "--retain-hours",
+        type=float,
+        default=DEFAULT_RETAIN_HOURS,
+        metavar="H",
+        help="keep removed files, and unfinished commits' rows, this long (default: "
+        f"{DEFAULT_RETAIN_HOURS:g}, 7 days); no writer may take longer than this",
+    )
     cpt.add_argument("--json", action="store_true", help="print one JSON object")
+    mig = sts.add_parser(
+        "migrate",
+        help="turn a store of deepvm's earlier Parquet layout into Delta tables",
+        description="Read every table of a store in deepvm's earlier layout (schema 1 day "
+        "folders, schema 2 month folders) and commit its rows to Delta tables, each row with "
+        "its date and writer; then delete the old files. deepvm reads the same rows before "
+        "and after. Safe to run again: a second run finishes one that was killed.",
+    )
+    mig.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    mig.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def cmd_store(args: argparse.Namespace) -> int:
     from deepvm.store import Store
+    from deepvm.store.location import locate
 
-    store = Store.open(store_location(args, required=True))
+    store = Store(locate(store_location(args, required=True)), check_legacy=False)
+    store._check_path()
     if not store.exists():
         raise DeepvmError(f"store {store.uri!r} does not exist: give --store or $DEEPVM_STORE")
+    if args.store_command == "migrate":
+        return _store_migrate(store, args)
     if args.store_command == "compact":
         return _store_compact(store, args)
     return _store_check(store, args)
@@ -65,52 +90,73 @@ def _store_check(store: Any, args: argparse.Namespace) -> int:
                 "files": found.files,
                 "rows": found.rows,
                 "bad": found.bad,
-                "dead_staging": found.dead_staging,
-                "legacy_files": found.legacy_files,
+                "unread_rows": found.unread_rows,
             }
         )
     else:
         for table, count in found.files.items():
             if count:
                 print(f"{table}: {count} files, {found.rows[table]} rows")
+        for table, count in found.unread_rows.items():
+            if count:
+                print(
+                    f"{table}: {count} rows of unfinished or superseded commits (no reader sees "
+                    "them; `deepvm store compact` removes them)"
+                )
         for line in found.bad:
             print(f"BAD {line}")
-        if found.dead_staging:
-            print(
-                f"{found.dead_staging} staging folder(s) of dead writers: the next write "
-                "removes them"
-            )
-        if found.legacy_files:
-            print(
-                f"{found.legacy_files} file(s) in the old day-folder layout: "
-                "`deepvm store compact` moves them (plain DuckDB globs need one layout)"
-            )
-        print("ok" if found.ok else f"{len(found.bad)} bad file(s)")
+        print("ok" if found.ok else f"{len(found.bad)} problem(s)")
     return 0 if found.ok else 1
 
 
 def _store_compact(store: Any, args: argparse.Namespace) -> int:
-    store.ensure_writable()
+    from deepvm.store.maintenance import compact
+
+    store.check_legacy = True
     progress(f"compacting {store.uri} ...")
-    done = store.compact(before=args.before)
+    done = compact(store, before=args.before, retain_hours=args.retain_hours)
     if args.json:
         print_json(
             {
                 "store": store.uri,
                 "before": done.before,
+                "retain_hours": done.retain_hours,
                 "months": done.months,
                 "files_merged": done.files_merged,
-                "legacy_moved": done.legacy_moved,
+                "rows_dropped": done.rows_dropped,
+                "files_vacuumed": done.files_vacuumed,
             }
         )
         return 0
     for table, months in done.months.items():
         if months:
             print(
-                f"{table}: {done.files_merged[table]} files -> {len(months)} ({', '.join(months)})"
+                f"{table}: {done.files_merged[table]} files merged ({', '.join(months)})"
             )
-        if done.legacy_moved[table]:
-            print(f"{table}: {done.legacy_moved[table]} file(s) moved out of day folders")
+    for table, rows in done.rows_dropped.items():
+        if rows:
+            print(f"{table}: {rows} rows of superseded or abandoned commits dropped")
+    vacuumed = sum(done.files_vacuumed.values())
+    if vacuumed:
+        print(f"{vacuumed} file(s) removed more than {done.retain_hours:g} h ago deleted")
     if not done.changed:
-        print(f"nothing to compact: every month before {done.before[:7]} is one file already")
+        print(f"nothing to compact: every month before {done.before[:7]} is merged already")
+    return 0
+
+
+def _store_migrate(store: Any, args: argparse.Namespace) -> int:
+    from deepvm.store import migrate_store
+
+    progress(f"migrating {store.uri} to Delta tables ...")
+    done = migrate_store(store.uri)
+    if args.json:
+        print_json({"store": store.uri, "files": done.files, "rows": done.rows})
+        return 0
+    if not done.changed:
+        print(f"nothing to migrate: {store.uri} has no files of the earlier layout")
+        return 0
+    for table, count in done.files.items():
+        if count:
+            print(f"{table}: {count} files -> {done.rows[table]} rows")
+    print("migrated: every table is a Delta table now")
     return 0

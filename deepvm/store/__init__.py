@@ -1,0 +1,65 @@
+"""The store (docs/ARCHITECTURE.md, "The store"): Delta Lake tables in a local
+folder or under an object-store prefix, and the commits table that makes a night
+whole for every reader.
+
+The modules, bottom up: ``schemas`` (the tables' columns; the catalog may import
+it), ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
+``core`` (the Store: commits, reads, writes), ``maintenance`` (compaction,
+retention, check), ``migrate`` (from deepvm's earlier Parquet layout). Names are
+loaded on first use, so importing the schemas does not import delta-rs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
+from deepvm.config import ENV_STORE as ENV_STORE
+from deepvm.names import check_date as check_date
+
+if TYPE_CHECKING:
+    from deepvm.store.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
+    from deepvm.store.core import Store, StoreLike
+    from deepvm.store.location import store_uri
+    from deepvm.store.maintenance import CompactReport, StoreCheck, check_store
+    from deepvm.store.migrate import MigrateReport, migrate_store
+
+_LAZY = {
+    "SCHEMA_VERSION": "deepvm.store.schemas",
+    "TABLES": "deepvm.store.schemas",
+    "describe_tables": "deepvm.store.schemas",
+    "month_column": "deepvm.store.schemas",
+    "Store": "deepvm.store.core",
+    "StoreLike": "deepvm.store.core",
+    "store_uri": "deepvm.store.location",
+    "CompactReport": "deepvm.store.maintenance",
+    "StoreCheck": "deepvm.store.maintenance",
+    "check_store": "deepvm.store.maintenance",
+    "MigrateReport": "deepvm.store.migrate",
+    "migrate_store": "deepvm.store.migrate",
+}
+
+__all__ = [
+    "DEFAULT_STORE",
+    "ENV_STORE",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "CompactReport",
+    "MigrateReport",
+    "Store",
+    "StoreCheck",
+    "StoreLike",
+    "check_date",
+    "check_store",
+    "describe_tables",
+    "migrate_store",
+    "month_column",
+    "store_uri",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'deepvm.store' has no attribute {name!r}")

@@ -1,0 +1,461 @@
+"""The store: one Delta Lake table per table, plus the commits table that says
+which commits are whole (docs/ARCHITECTURE.md, "The store").
+
+A commit (one :meth:`Store.transaction`: a nightly run, one recommend, one
+benchmark run) appends its rows to each table it writes, tagged with its
+``commit_id`` and each row's ``writer`` (a scenario, a price source, ...), then
+appends one row per (table, date, writer) to ``commits``: that append is the
+commit point. deepvm's readers read, per (table, date, writer), the rows of the
+newest completed commit only, each table at the newest version the commits table
+records for it, so a reader sees every date either as it was or as the whole new
+commit left it, whatever other writers are doing. After its commit point a
+commit deletes the rows it superseded (one predicate delete per table).
+Measurements are appends under a writer of their own, so any number of machines
+can write at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+import uuid
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deepvm.errors import StoreError
+from deepvm.names import MAX_NAME_LENGTH, check_date, check_name
+from deepvm.store import delta
+from deepvm.store.location import Location, locate
+from deepvm.store.schemas import (
+    COMMIT_ID,
+    COMMITS,
+    COMMITS_SCHEMA,
+    TABLES,
+    WRITER,
+    month_column,
+    partition_columns,
+    table_schema,
+    to_arrow,
+)
+
+_Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
+
+
+def new_commit_id() -> str:
+    """Unique, and sortable by when the commit started (compaction drops the rows of
+    commits that never completed once they are older than the retention)."""
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:12]}"
+
+
+def commit_started(commit_id: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(commit_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Transaction:
+    commit_id: str
+    command: str
+    staged: dict[_Key, pa.Table] = field(default_factory=dict)
+
+
+def _sql(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class Store:
+    """A store in a local folder or under an object-store prefix. Inside
+    :meth:`transaction`, writes are held and reads see them; they are committed
+    when the block ends."""
+
+    def __init__(
+        self, location: Location, tx: _Transaction | None = None, *, check_legacy: bool = True
+    ) -> None:
+        self.location = location
+        self._tx = tx
+        self.check_legacy = check_legacy  # off for `store migrate` alone
+        self._snapshot: pd.DataFrame | None = None  # the commits table, read once per view
+
+    def __repr__(self) -> str:
+        return f"Store({self.uri!r})"
+
+    @classmethod
+    def open(cls, uri: StoreLike | None = None) -> Store:
+        """A store by URI (a Store is returned as it is, so that stages run inside
+        a caller's transaction). Raises StoreError when the path cannot be a store."""
+        if isinstance(uri, Store):
+            return uri
+        store = cls(locate(uri))
+        store._check_path()
+        return store
+
+    @property
+    def uri(self) -> str:
+        """Where the store is (a folder or a URI)."""
+        return self.location.uri
+
+    @property
+    def local(self) -> bool:
+        return self.location.local
+
+    def exists(self) -> bool:
+        """Whether the store holds anything (a folder, or a commits table)."""
+        if self.local:
+            return self.location.root.is_dir()
+        return not self._commits().empty or self._table(COMMITS) is not None
+
+    # --- checks -------------------------------------------------------------------
+
+    def _check_path(self) -> None:
+        if not self.local:
+            return
+        root = self.location.root
+        if root.exists() and not root.is_dir():
+            raise StoreError(
+                f"store {str(root)!r} is a file, not a folder: give a folder with --store"
+            )
+        above = root.parent
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if above.exists() and not above.is_dir():
+            raise StoreError(
+                f"store {str(root)!r} is under {str(above)!r}, which is a file: "
+                "give a folder with --store"
+            )
+
+    def ensure_writable(self) -> Store:
+        """Check, before any work, that commits can land here (a local folder that
+        can be written; an object store that answers); leaves nothing behind."""
+        self._check_path()
+        if not self.local:
+            self._commits()  # a missing bucket or an unreachable endpoint fails here
+            return self
+        root = self.location.root
+        target = root
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"store {str(root)!r} is not writable ({str(target)!r} is read-only): "
+                "fix its permissions or use another --store"
+            )
+        try:  # root bypasses permission bits: try for real
+            fd, probe = tempfile.mkstemp(prefix=".deepvm-probe-", dir=target)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise delta.store_error(exc, self.location, "writing to") from None
+        if root.is_dir():
+            self._commits()  # an unmigrated store is named before any work
+        return self
+
+    # --- the commits table ----------------------------------------------------------
+
+    def _table(self, table: str, version: int | None = None):  # type: ignore[no-untyped-def]
+        return delta.open_table(self.location, table, version)
+
+    def _commits(self) -> pd.DataFrame:
+        """The completed commits, read once per store view (every read of one view
+        sees the same commits)."""
+        if self._snapshot is None:
+            found = self._table(COMMITS)
+            if found is None:
+                if self.check_legacy:
+                    from deepvm.store.migrate import check_not_legacy
+
+                    check_not_legacy(self.location)
+                data = COMMITS_SCHEMA.empty_table()
+            else:
+                data = delta.call(
+                    self.location, "reading the commits of", lambda: found.to_pyarrow_table()
+                )
+            # the date as text, "" for an undated table (instances)
+            index = data.schema.get_field_index("date")
+            dates = pc.fill_null(pc.cast(data.column(index), pa.string()), "")
+            frame = data.set_column(index, "date", dates).to_pandas()
+            self._snapshot = frame.sort_values(["committed_at", COMMIT_ID], kind="stable")
+        return self._snapshot
+
+    def _winners(self, table: str) -> pd.DataFrame:
+        """Per (date, writer) of ``table``, the newest completed commit."""
+        rows = self._commits()
+        rows = rows[rows["table_name"] == table]
+        return rows.drop_duplicates(["date", WRITER], keep="last")
+
+    def has_command(self, command: str) -> bool:
+        """Whether a completed commit of ``command`` (e.g. "migrate") is in the store."""
+        return bool((self._commits()["command"] == command).any())
+
+    def refresh(self) -> None:
+        """Forget what was read, so that the next read sees commits made since."""
+        self._snapshot = None
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, command: str = "write") -> Iterator[Store]:
+        """Hold every write made through the yielded store; commit them all when the
+        block ends without an error, drop them all when it raises. A writer killed
+        before its commit point leaves rows no deepvm reader sees."""
+        if self._tx is not None:  # nested: part of the enclosing transaction
+            yield self
+            return
+        self.ensure_writable()
+        tx = _Transaction(new_commit_id(), command)
+        view = Store(self.location, tx, check_legacy=self.check_legacy)
+        view._snapshot = self._snapshot
+        yield view
+        self._commit(tx)
+        self.refresh()
+
+    def _commit(self, tx: _Transaction) -> None:
+        if not tx.staged:
+            return
+        versions: dict[str, int] = {}
+        for table in sorted({key[0] for key in tx.staged}):
+            parts = [rows for key, rows in tx.staged.items() if key[0] == table]
+            versions[table] = self._append(table, table_schema(table), parts)
+        now = pd.Timestamp(dt.datetime.now(dt.UTC))
+        marker = pa.Table.from_pylist(
+            [
+                {
+                    COMMIT_ID: tx.commit_id,
+                    "committed_at": now,
+                    "command": tx.command,
+                    "table_name": table,
+                    "table_version": versions[table],
+                    "date": None if date is None else dt.date.fromisoformat(date),
+                    WRITER: writer,
+                }
+                for table, date, writer in sorted(tx.staged, key=lambda k: (k[0], k[1] or "", k[2]))
+            ],
+            schema=COMMITS_SCHEMA,
+        )
+        self._append(COMMITS, COMMITS_SCHEMA, [marker])  # the commit point
+        self.supersede(tx.commit_id, list(tx.staged))
+
+    def _append(self, table: str, schema: pa.Schema, parts: list[pa.Table]) -> int:
+        """Append rows to ``table`` (created when absent); its version after."""
+        from deltalake import CommitProperties, write_deltalake
+
+        partitions = [] if table == COMMITS else partition_columns(table)
+        target = delta.create_table(self.location, table, schema, partitions)
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+        def append() -> int:
+            write_deltalake(
+                target,
+                rows,
+                mode="append",
+                commit_properties=CommitProperties(max_commit_retries=delta.COMMIT_RETRIES),
+            )
+            return int(target.version())
+
+        return delta.retrying(self.location, f"committing {table!r} to", append)
+
+    def supersede(self, commit_id: str, keys: list[_Key]) -> None:
+        """Delete the rows that completed commits older than ``commit_id`` wrote for
+        the same (table, date, writer): readers already read ours instead."""
+        self.refresh()
+        done = self._commits()
+        mine = done[done[COMMIT_ID] == commit_id]
+        if mine.empty:
+            return
+        order = (mine["committed_at"].iloc[0], commit_id)
+        for table in sorted({key[0] for key in keys}):
+            predicate = self._superseded(table, done, order, [k for k in keys if k[0] == table])
+            if predicate:
+                self._delete(table, predicate)
+
+    def _superseded(
+        self, table: str, done: pd.DataFrame, order: tuple[object, str], keys: list[_Key]
+    ) -> str | None:
+        rows = done[done["table_name"] == table]
+        older = rows[
+            (rows["committed_at"] < order[0])
+            | ((rows["committed_at"] == order[0]) & (rows[COMMIT_ID] < order[1]))
+        ]
+        column = TABLES[table][0]
+        clauses = []
+        for _, date, writer in keys:
+            hit = older[(older[WRITER] == writer) & (older["date"] == (date or ""))]
+            if hit.empty:
+                continue
+            ids = ", ".join(_sql(c) for c in sorted(set(hit[COMMIT_ID])))
+            clause = f"{WRITER} = {_sql(writer)} AND {COMMIT_ID} IN ({ids})"
+            if column is not None and date is not None:
+                month = month_column(column)
+                clause = f"{month} = {_sql(date[:7])} AND {column} = {_sql(date)} AND {clause}"
+            clauses.append(f"({clause})")
+        return " OR ".join(clauses) or None
+
+    def _delete(self, table: str, predicate: str) -> None:
+        def delete() -> None:
+            found = self._table(table)
+            if found is not None:
+                found.delete(predicate)
+
+        delta.retrying(self.location, f"replacing rows of {table!r} in", delete)
+
+    # --- writing ------------------------------------------------------------------
+
+    def write(self, table: str, df: pd.DataFrame, *, partition: str | None, name: str = "0") -> str:
+        """Write ``df`` as the date's rows of writer ``name``, replacing that
+        writer's earlier rows of that date once committed; whole or not at all.
+        Returns the table's location."""
+        if self._tx is None:
+            with self.transaction() as tx:
+                return tx.write(table, df, partition=partition, name=name)
+        column, _ = TABLES[table]
+        if (column is None) != (partition is None):
+            raise ValueError(
+                f"table {table!r} partition must be {'None' if column is None else column}"
+            )
+        if partition is not None:
+            check_date(partition, column or "partition")
+        check_name(name, table)
+        arrow = to_arrow(table, df, partition, name, self._tx.commit_id)  # checked before any commit
+        self._tx.staged[(table, partition, name)] = arrow
+        return self.location.table_uri(table)
+
+    def append(self, table: str, df: pd.DataFrame, *, partition: str | None, writer: str) -> str:
+        """Write ``df`` under a writer of its own (``writer`` plus a unique suffix):
+        nothing is replaced, so any number of processes on any number of machines
+        can append to one table at once without losing rows. Readers pick the newest
+        row per key (docs/ARCHITECTURE.md, "The store")."""
+        check_name(writer, table)
+        name = f"{writer[: MAX_NAME_LENGTH - 14]}.{uuid.uuid4().hex[:12]}"
+        return self.write(table, df, partition=partition, name=name)
+
+    # --- reading ------------------------------------------------------------------
+
+    def partitions(self, table: str) -> list[str]:
+        """The table's dates, sorted, from the commits table: no rows are read.
+        Dates written in an open transaction count."""
+        if TABLES[table][0] is None:
+            return []
+        done = self._commits()
+        dates = set(done.loc[done["table_name"] == table, "date"]) - {""}
+        if self._tx is not None:
+            dates |= {k[1] for k in self._tx.staged if k[0] == table and k[1] is not None}
+        return sorted(dates)
+
+    def has(self, table: str) -> bool:
+        """Whether anything was committed to ``table`` (without reading it)."""
+        done = self._commits()
+        staged = self._tx is not None and any(k[0] == table for k in self._tx.staged)
+        return staged or bool((done["table_name"] == table).any())
+
+    def rows(self, table: str, partitions: Collection[str] | None = None) -> pa.Table:
+        """The table's rows of completed commits (of the given dates only) as Arrow,
+        with the writer and commit columns; rows held in an open transaction replace
+        their writer's."""
+        column = TABLES[table][0]
+        wanted = None if partitions is None or column is None else {*partitions}
+        done = self._commits()
+        versions = done.loc[done["table_name"] == table, "table_version"]
+        pin = versions.max() if len(versions) else None
+        winners = self._winners(table)
+        if wanted is not None:
+            winners = winners[winners["date"].isin(wanted)]
+        staged = self._staged(table, wanted)
+        result = table_schema(table).empty_table()
+        if not winners.empty and pin is not None:
+            result = self._read_winners(table, int(pin), winners, wanted)
+        if staged:
+            mine = {(k[1] or "", k[2]) for k in staged}
+            if result.num_rows and mine:
+                keep = [
+                    (d or "", w) not in mine
+                    for d, w in zip(_dates(result, column), result.column(WRITER).to_pylist(), strict=True)
+                ]
+                result = result.filter(pa.array(keep, pa.bool_()))
+            result = pa.concat_tables([result, *staged.values()])
+        return result
+
+    def _staged(self, table: str, wanted: set[str] | None) -> dict[_Key, pa.Table]:
+        if self._tx is None:
+            return {}
+        return {
+            k: v
+            for k, v in self._tx.staged.items()
+            if k[0] == table and (wanted is None or k[1] in wanted)
+        }
+
+    def _read_winners(
+        self, table: str, pin: int, winners: pd.DataFrame, wanted: set[str] | None
+    ) -> pa.Table:
+        column = TABLES[table][0]
+        found = self._table(table, pin)
+        if found is None:
+            raise StoreError(
+                f"store {self.uri!r}: the commits table names table {table!r}, which is "
+                "missing: restore it, or run `deepvm store check`"
+            )
+        filters = None
+        if column is not None and wanted is not None:
+            months = sorted({d[:7] for d in wanted})
+            filters = [(month_column(column), "in", months)]
+        data = delta.call(
+            self.location,
+            f"reading table {table!r} of",
+            lambda: found.to_pyarrow_table(partitions=filters),
+        )
+        keys = {
+            _key(d, w, c)
+            for d, w, c in zip(winners["date"], winners[WRITER], winners[COMMIT_ID], strict=True)
+        }
+        mask = pc.is_in(
+            pa.array(
+                [
+                    _key(d, w, c)
+                    for d, w, c in zip(
+                        _dates(data, column),
+                        data.column(WRITER).to_pylist(),
+                        data.column(COMMIT_ID).to_pylist(),
+                        strict=True,
+                    )
+                ],
+                pa.string(),
+            ),
+            value_set=pa.array(sorted(keys), pa.string()),
+        )
+        return data.filter(mask).select(table_schema(table).names).cast(table_schema(table))
+
+    def read(self, table: str, partitions: Collection[str] | None = None) -> pd.DataFrame:
+        """All rows of a table (or of the given dates only) as one DataFrame, the
+        date column as ISO strings; the table's own columns only. Empty, with the
+        schema's columns, when nothing was committed."""
+        column, schema = TABLES[table]
+        rows = self.rows(table, partitions)
+        names = [*schema.names, *([column] if column else [])]
+        rows = rows.select(names)
+        if column is not None:
+            index = rows.schema.get_field_index(column)
+            rows = rows.set_column(index, column, pc.cast(rows.column(index), pa.string()))
+        out = rows.to_pandas()
+        if column is not None and not len(out):
+            out[column] = pd.Series(dtype="object")
+        return out
+
+
+def _dates(data: pa.Table, column: str | None) -> list[str | None]:
+    if column is None:
+        return [None] * data.num_rows
+    return [None if d is None else d.isoformat() for d in data.column(column).to_pylist()]
+
+
+def _key(date: str | None, writer: str, commit_id: str) -> str:
+    """(date, writer, commit) as one string; no date (instances) is ""."""
+    return f"{date or ''}\x1f{writer}\x1f{commit_id}"
+
+
+StoreLike = str | os.PathLike[str] | Store

@@ -1,0 +1,146 @@
+"""Calls into delta-rs, each turned into one line a user can act on
+(docs/ARCHITECTURE.md, "The store"): open or create a table, append, delete by
+predicate, with a bounded number of retries when another writer commits first."""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pyarrow as pa
+
+from deepvm.errors import StoreError
+from deepvm.store.location import Location
+from deepvm.store.schemas import SCHEMA_PROPERTY, SCHEMA_VERSION
+
+T = TypeVar("T")
+COMMIT_RETRIES = 20  # commits that lose a race to another writer are retried this often
+_FIX = "run `deepvm store check` to see what is wrong"
+
+
+def store_error(exc: BaseException, location: Location, doing: str) -> StoreError:
+    """A delta-rs or OS failure as one line that says what to do."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    lower = text.lower()
+    where = location.uri
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or (
+        "no space left" in lower
+    ):
+        return StoreError(
+            f"no space left on the device while {doing} {where!r}: free space there or use "
+            "another --store; nothing was committed"
+        )
+    if (isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)) or (
+        "read-only file system" in lower or "permission denied" in lower
+    ):
+        return StoreError(
+            f"store {where!r} is not writable ({text[:120]}): fix its permissions or use "
+            "another --store"
+        )
+    if "nosuchbucket" in lower or "bucket does not exist" in lower or "bucket not found" in lower:
+        bucket = where.split("://", 1)[-1].split("/", 1)[0]
+        return StoreError(
+            f"store {where!r}: bucket {bucket!r} does not exist; create it or give another --store"
+        )
+    if any(
+        word in lower
+        for word in ("connect", "timed out", "timeout", "dns", "resolve", "unreachable")
+    ):
+        return StoreError(
+            f"store {where!r} cannot be reached while {doing} ({text[:160]}): check the "
+            "endpoint (AWS_ENDPOINT_URL), the network and $DEEPVM_STORE_TIMEOUT"
+        )
+    if any(word in lower for word in ("credential", "accessdenied", "forbidden", "403", "401")):
+        return StoreError(
+            f"store {where!r} refused the request while {doing} ({text[:160]}): check the "
+            "credentials and their permissions on the bucket"
+        )
+    return StoreError(f"store {where!r}: {doing} failed ({text[:200]})")
+
+
+def call(location: Location, doing: str, fn: Callable[[], T]) -> T:
+    """``fn()``, with any failure of the store below it as a StoreError."""
+    try:
+        return fn()
+    except StoreError:
+        raise
+    except Exception as exc:  # delta-rs raises OSError, DeltaError and panics alike
+        raise store_error(exc, location, doing) from None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    from deltalake.exceptions import CommitFailedError
+
+    text = str(exc).lower()
+    return isinstance(exc, CommitFailedError) or "conflict" in text or "concurrent" in text
+
+
+def retrying(location: Location, doing: str, fn: Callable[[], T]) -> T:
+    """``fn()``, retried (with a short growing pause) while another writer's commit
+    conflicts with it, at most COMMIT_RETRIES times."""
+    for attempt in range(COMMIT_RETRIES + 1):
+        try:
+            return fn()
+        except StoreError:
+            raise
+        except Exception as exc:
+            if not is_conflict(exc) or attempt == COMMIT_RETRIES:
+                raise store_error(exc, location, doing) from None
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+    raise AssertionError("unreachable")
+
+
+def open_table(location: Location, table: str, version: int | None = None):  # type: ignore[no-untyped-def]
+    """The Delta table (at ``version``), or None when there is none; a table of
+    another schema version is a StoreError naming the fix."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    uri = location.table_uri(table)
+    try:
+        found = DeltaTable(uri, version=version, storage_options=location.options)
+    except TableNotFoundError:
+        return None
+    except Exception as exc:
+        raise store_error(exc, location, f"reading table {table!r} of") from None
+    check_version(location, table, found)
+    return found
+
+
+def check_version(location: Location, table: str, found) -> None:  # type: ignore[no-untyped-def]
+    version = found.metadata().configuration.get(SCHEMA_PROPERTY)
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"store {location.uri!r}: table {table!r} is not a deepvm table of schema "
+            f"version {SCHEMA_VERSION} (its {SCHEMA_PROPERTY} is {version!r}): move it out of "
+            "the store, or use the deepvm that wrote it"
+        )
+
+
+def create_table(
+    location: Location, table: str, schema: pa.Schema, partition_by: list[str]
+):  # type: ignore[no-untyped-def]
+    """The table, created when absent; two writers creating it at once both get it."""
+    from deltalake import DeltaTable
+
+    for _ in range(5):
+        found = open_table(location, table)
+        if found is not None:
+            return found
+        try:
+            return DeltaTable.create(
+                location.table_uri(table),
+                schema,
+                mode="error",
+                partition_by=partition_by or None,
+                configuration={SCHEMA_PROPERTY: SCHEMA_VERSION},
+                storage_options=location.options,
+                raise_if_key_not_exists=False,
+            )
+        except Exception as exc:
+            text = str(exc).lower()
+            if "already exists" not in text and not is_conflict(exc):
+                raise store_error(exc, location, f"creating table {table!r} in") from None
+    raise StoreError(f"store {location.uri!r}: table {table!r} could not be created: {_FIX}")

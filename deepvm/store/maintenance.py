@@ -1,0 +1,282 @@
+"""Compaction, retention and checks of a store (docs/ARCHITECTURE.md, "The
+store"): `deepvm store compact` and `deepvm store check`, and the nightly's
+compaction after it commits."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+
+from deepvm.config import DEFAULT_RETAIN_HOURS
+from deepvm.errors import StoreError
+from deepvm.names import check_date
+from deepvm.store import delta
+from deepvm.store.core import Store, StoreLike, commit_started
+from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
+
+_COMPACT_WRITER = "compact"
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What :func:`compact` did: per table, the finished months whose files were
+    merged, the files merged, the rows of superseded or abandoned commits removed,
+    and the files past the retention deleted."""
+
+    before: str
+    retain_hours: float
+    months: dict[str, list[str]]
+    files_merged: dict[str, int]
+    rows_dropped: dict[str, int]
+    files_vacuumed: dict[str, int]
+
+    @property
+    def changed(self) -> bool:
+        return any(
+            any(v.values()) if isinstance(v, dict) else False
+            for v in (self.files_merged, self.rows_dropped, self.files_vacuumed)
+        )
+
+
+def compact(
+    uri: StoreLike, before: str | None = None, retain_hours: float = DEFAULT_RETAIN_HOURS
+) -> CompactReport:
+    """Merge the files of every month that ended before ``before`` (default: today,
+    UTC), drop rows no reader can see (superseded commits; commits that never
+    completed and started more than ``retain_hours`` ago), record each table's
+    version in the commits table, then delete files removed more than
+    ``retain_hours`` ago. Every step is a Delta commit of its own, so writers
+    running meanwhile lose nothing."""
+    cutoff = check_date(before, "--before") if before else dt.datetime.now(dt.UTC).date().isoformat()
+    if not 0 <= retain_hours < 1e6:
+        raise StoreError(f"--retain-hours {retain_hours!r} must be a number of hours >= 0")
+    store = Store.open(uri)
+    store.ensure_writable()
+    horizon = pd.Timestamp(dt.datetime.now(dt.UTC) - dt.timedelta(hours=retain_hours))
+    months: dict[str, list[str]] = {}
+    merged: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    vacuumed: dict[str, int] = {}
+    versions: dict[str, int] = {}
+    for table in TABLES:
+        months[table], merged[table], dropped[table] = [], 0, 0
+        found = store._table(table)
+        if found is None:
+            continue
+        dropped[table] = _drop_invisible(store, table, horizon)
+        months[table], merged[table] = _merge_months(store, table, cutoff)
+        found = store._table(table)
+        versions[table] = int(found.version())
+    _record(store, versions)
+    _prune_commits(store, horizon)
+    for table in [*TABLES, COMMITS]:
+        found = store._table(table)
+        vacuumed[table] = 0 if found is None else _vacuum(store, table, found, retain_hours)
+    return CompactReport(cutoff, retain_hours, months, merged, dropped, vacuumed)
+
+
+def _drop_invisible(store: Store, table: str, horizon: pd.Timestamp) -> int:
+    """Delete rows of superseded commits, and of commits that never completed and
+    started before ``horizon``."""
+    column = TABLES[table][0]
+    found = store._table(table)
+    keys = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
+    data = delta.call(store.location, "reading", lambda: found.to_pyarrow_table(columns=keys))
+    if not data.num_rows:
+        return 0
+    frame = data.to_pandas().drop_duplicates()
+    dates = [d.isoformat() for d in frame[column]] if column else [""] * len(frame)
+    done = store._commits()
+    completed = set(done[COMMIT_ID])
+    winners = store._winners(table)
+    winning = set(zip(winners["date"], winners[WRITER], winners[COMMIT_ID], strict=True))
+    clauses = []
+    for date, writer, commit in zip(dates, frame[WRITER], frame[COMMIT_ID], strict=True):
+        if commit in completed:
+            if (date, writer, commit) in winning:
+                continue
+        else:
+            started = commit_started(commit)
+            if started is None or started >= horizon:
+                continue  # perhaps a writer still at work
+        clause = f"{WRITER} = {_sql(writer)} AND {COMMIT_ID} = {_sql(commit)}"
+        if column is not None:
+            clause = f"{column} = {_sql(date)} AND {clause}"
+        clauses.append(f"({clause})")
+    if not clauses:
+        return 0
+    metrics: dict = {}
+
+    def delete() -> None:
+        metrics.update(store._table(table).delete(" OR ".join(clauses)))
+
+    delta.retrying(store.location, f"dropping unread rows of {table!r} in", delete)
+    return int(metrics.get("num_deleted_rows", 0))
+
+
+def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int]:
+    column = TABLES[table][0]
+    if column is None:
+        return [], 0
+    month = month_column(column)
+    found = store._table(table)
+    adds = pa.table(found.get_add_actions(flatten=True)).to_pandas()
+    values = adds[f"partition.{month}"] if f"partition.{month}" in adds else pd.Series([], dtype=str)
+    counts = values.value_counts()
+    done, files = [], 0
+    for value, count in sorted(counts.items()):
+        if value >= cutoff[:7] or count < 2:
+            continue
+
+        def optimize(value: str = value) -> dict:
+            return store._table(table).optimize.compact(partition_filters=[(month, "=", value)])
+
+        result = delta.retrying(store.location, f"compacting {table!r} of", optimize)
+        done.append(value)
+        files += int(result.get("numFilesRemoved", count))
+    return done, files
+
+
+def _record(store: Store, versions: dict[str, int]) -> None:
+    """Each table's version after compaction, in the commits table: readers read at
+    least that version, so files the vacuum deletes are never needed."""
+    if not versions:
+        return
+    from deltalake import write_deltalake
+
+    now = pd.Timestamp(dt.datetime.now(dt.UTC))
+    marker = pa.Table.from_pylist(
+        [
+            {
+                COMMIT_ID: f"{now:%Y%m%dT%H%M%S}Z-compact",
+                "committed_at": now,
+                "command": "compact",
+                "table_name": table,
+                "table_version": version,
+                "date": None,
+                WRITER: _COMPACT_WRITER,
+            }
+            for table, version in sorted(versions.items())
+        ],
+        schema=COMMITS_SCHEMA,
+    )
+    target = delta.create_table(store.location, COMMITS, COMMITS_SCHEMA, [])
+    delta.retrying(
+        store.location, "recording compaction in", lambda: write_deltalake(target, marker, mode="append")
+    )
+    store.refresh()
+
+
+def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
+    """Drop commits rows that no reader uses any more: those superseded for their
+    (table, date, writer) before ``horizon``; then merge the commits table's files."""
+    done = store._commits()
+    if done.empty:
+        return
+    newest = done.drop_duplicates(["table_name", "date", WRITER], keep="last")
+    stale = done[~done.index.isin(newest.index) & (done["committed_at"] < horizon)]
+    if not stale.empty:
+        ids = " OR ".join(
+            f"({COMMIT_ID} = {_sql(c)} AND table_name = {_sql(t)} AND {WRITER} = {_sql(w)})"
+            for c, t, w in sorted(set(zip(stale[COMMIT_ID], stale["table_name"], stale[WRITER], strict=True)))
+        )
+        delta.retrying(store.location, "pruning commits of", lambda: store._table(COMMITS).delete(ids))
+    if len(store._table(COMMITS).file_uris()) > 1:
+        delta.retrying(
+            store.location, "compacting the commits of", lambda: store._table(COMMITS).optimize.compact()
+        )
+    store.refresh()
+
+
+def _vacuum(store: Store, table: str, found: object, retain_hours: float) -> int:
+    def vacuum() -> list[str]:
+        return found.vacuum(  # type: ignore[attr-defined, no-any-return]
+            retention_hours=int(retain_hours), dry_run=False, enforce_retention_duration=False
+        )
+
+    return len(delta.retrying(store.location, f"removing old files of {table!r} in", vacuum))
+
+
+def _sql(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """What `deepvm store check` found: per table its files and rows as deepvm
+    reads them, the problems (each with how to fix it), and rows no reader sees
+    (unfinished or superseded commits; compaction removes them)."""
+
+    files: dict[str, int]
+    rows: dict[str, int]
+    bad: list[str]
+    unread_rows: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def check_store(uri: StoreLike) -> StoreCheck:
+    """Open every table, check its schema version and columns, read every active
+    file; nothing stops the check, so every problem is named."""
+    from deepvm.store.migrate import legacy_files
+
+    store = Store.open(uri)
+    files: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    unread: dict[str, int] = {}
+    bad: list[str] = []
+    old = legacy_files(store.location)
+    if old:
+        count = sum(len(v) for v in old.values())
+        bad.append(
+            f"{count} file(s) of deepvm's earlier layout (schema 1 or 2): run "
+            f"`deepvm store migrate --store {store.uri}`"
+        )
+    for table in [COMMITS, *TABLES]:
+        files[table] = rows[table] = unread[table] = 0
+        try:
+            found = store._table(table)
+        except StoreError as exc:
+            bad.append(str(exc))
+            continue
+        if found is None:
+            continue
+        expected = COMMITS_SCHEMA if table == COMMITS else None
+        if expected is None:
+            from deepvm.store.schemas import table_schema
+
+            expected = table_schema(table)
+        have = pa.schema(found.schema().to_arrow())
+        for fld in expected:
+            if fld.name not in have.names:
+                bad.append(
+                    f"table {store.location.table_uri(table)!r} lacks column {fld.name!r}: "
+                    "move it out of the store and re-run the stage that wrote it"
+                )
+        total = 0
+        dataset = found.to_pyarrow_dataset()
+        for fragment in dataset.get_fragments():
+            files[table] += 1
+            try:
+                total += fragment.to_table().num_rows
+            except Exception as exc:  # pyarrow raises several kinds; all mean "unreadable"
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                bad.append(
+                    f"store file {fragment.path!r} of table {table!r} cannot be read "
+                    f"({first}): restore it from a backup, or run `deepvm store compact` "
+                    "after the rows it held are written again"
+                )
+        if table == COMMITS:
+            rows[table] = total
+            continue
+        try:
+            rows[table] = store.rows(table).num_rows
+        except StoreError as exc:
+            bad.append(str(exc))
+        unread[table] = max(0, total - rows[table])
+    return StoreCheck(files, rows, bad, unread)
