@@ -10,18 +10,12 @@ import re
 from deepvm.config import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 from deepvm.errors import InputError, ParameterError
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def file_safe(name: str) -> str:
-    """``name`` as a file name part (``a b`` and ``a/b`` both give ``a_b``: the
-    store refuses the second of two names that collide, see :meth:`Store.write`)."""
-    return _UNSAFE.sub("_", name).strip("._-") or "unnamed"
-
-
 def check_name(name: str, what: str) -> str:
-    """A name that becomes a file name: not empty, not over-long."""
+    """A writer's name in the store (a scenario, a price source): not empty, not
+    over-long."""
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"{what} name {name!r} must be a non-empty string")
     if len(name) > MAX_NAME_LENGTH:

@@ -34,10 +34,10 @@ from deepvm.errors import (
     SourceUnavailableError,
     StoreError,
 )
+from deepvm.names import check_date
 from deepvm.planner.api import Inputs
 from deepvm.planner.fleet_plan import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.names import check_date
 from deepvm.store.core import Store, StoreLike
 from deepvm.store.maintenance import CompactReport
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from deepvm._datasets import dataset_path
 from deepvm.config import JOB_OPTIONS, JobSpec
 from deepvm.errors import InputError, ParameterError
-from deepvm.names import MAX_NAME_LENGTH, file_safe
+from deepvm.names import MAX_NAME_LENGTH
 from deepvm.planner.fleet_plan import FleetJob
 from deepvm.workloads import WORKLOADS, Workload
 
@@ -60,7 +60,7 @@ def load_scenarios(
     jobs = data.get("job")
     if not isinstance(jobs, list) or not jobs:
         raise InputError(f"scenarios file {str(source)!r} has no [[job]] entries")
-    seen: dict[str, str] = {}  # file-safe name -> name: each job names a store file
+    seen: set[str] = set()
     out = []
     for k, job in enumerate(jobs, 1):
         label = f"scenarios file {str(source)!r}: job {k}"
@@ -68,14 +68,9 @@ def load_scenarios(
             label += f" ({job['name']})"
         out.append(_scenario(job, label, registry))
         name = out[-1].name
-        other = seen.setdefault(file_safe(name), name)
-        if other == name and len(seen) < len(out):
+        if name in seen:
             raise InputError(f"{label}: duplicate name {name!r}")
-        if other != name:
-            raise InputError(
-                f"{label}: names {other!r} and {name!r} are the same once made file-safe "
-                "(they would share one store file); rename one"
-            )
+        seen.add(name)
     return out
 
 

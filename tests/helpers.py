@@ -125,3 +125,11 @@ def append_benchmarks(store: str, writer: str, count: int) -> None:
         Store.open(store).append(
             "benchmarks", pd.DataFrame([row]), partition="2026-12-01", writer=writer
         )
+
+
+def whole(store, table: str):  # type: ignore[no-untyped-def]
+    """A DuckDB relation of the table's rows of completed commits (the README's
+    downstream reader: the Delta table joined on the commits table)."""
+    from deepvm.store.sql import duckdb_relation
+
+    return duckdb_relation(str(store), table)

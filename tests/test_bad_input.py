@@ -41,8 +41,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "quotas.csv": "quota_group,market,vcpus\nG,reserved,4\n",
         "bad.toml": "[[job]\nname =",
         "policies.toml": '[[job]]\nname = "j"\nworkload = "tiny"\nbudget = 3.0\npolicies = 5\n',
-        "collide.toml": '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 3.0\n\n'
-        '[[job]]\nname = "a/b"\nworkload = "tiny"\nbudget = 4.0\n',
+        "twice.toml": '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 3.0\n\n'
+        '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 4.0\n',
         "gpt3.toml": '[[job]]\nname = "j"\nworkload = "gpt3"\nbudget = 3.0\n',
         "plain.txt": "not a folder\n",
     }
@@ -232,7 +232,7 @@ CASES: list[tuple[list[str], str]] = [
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/folder"], "/folder' is a folder"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/bad.toml"], "not valid TOML"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/policies.toml"], "policies 5 must be"),
-    (["nightly", "--store", "{store}", "--scenarios", "{dir}/collide.toml"], "'a/b'"),
+    (["nightly", "--store", "{store}", "--scenarios", "{dir}/twice.toml"], "duplicate name 'a b'"),
     (["nightly", "--store", "{store}", "--scenarios", "{dir}/gpt3.toml"], "'gpt3'"),
     (["nightly", "--store", "{store}", "--timeout", "-1"], "--timeout: '-1'"),
     (["nightly", "--store", "{dir}/plain.txt"], "plain.txt' is a file"),

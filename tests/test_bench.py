@@ -3,7 +3,6 @@
 import json
 import sys
 
-import duckdb
 import pytest
 
 torch = pytest.importorskip("torch")  # the bench extra; CI installs it
@@ -13,6 +12,7 @@ from deepvm.bench import run as bench_run  # noqa: E402
 from deepvm.bench.measure import count_step_flops, measure  # noqa: E402
 from deepvm.bench.models import build_model  # noqa: E402
 from deepvm.cli import main  # noqa: E402
+from tests.helpers import whole  # noqa: E402
 
 
 def test_resnet50_flops_match_analytic():
@@ -91,7 +91,7 @@ def test_failed_workload_is_recorded_and_others_run(monkeypatch, capsys, tmp_pat
     by_name = {r["workload"]: r for r in out["results"]}
     assert by_name["tiny"]["status"] == "ok" and by_name["resnet18"]["status"] == "failed"
     assert set(by_name["tiny"]) == set(out["results"][0])
-    rows = duckdb.sql(f"select * from '{tmp_path}/benchmarks/**/*.parquet'").df()
+    rows = whole(tmp_path, "benchmarks").df()
     failed = rows[rows["workload"] == "resnet18"].iloc[0]
     assert "out of memory" in failed["error"]
     # all failed: non-zero exit
@@ -125,7 +125,7 @@ def test_measured_throughput_reaches_flopp_and_planner(capsys, tmp_path):
     assert g4dn[0]["achieved_flops"] == pytest.approx(achieved)
     others = {r["flops_source"] for r in rows if r["instance_type"] != "g4dn.xlarge"}
     assert others <= {"estimate", "published:lambda"} and "measured" not in others
-    stored = duckdb.sql(f"select * from '{store}/flopp/**/*.parquet'").df()
+    stored = whole(store, "flopp").df()
     assert len(stored) == len(rows)
     assert (
         main(
@@ -156,7 +156,7 @@ def test_a_rerun_is_kept_and_the_newest_run_is_used(capsys, tmp_path):
     args = ["benchmark", "--steps", "2", "--instance-type", "x", "--store", store, "--json"]
     assert main([*args, "--workload", "tiny"]) == 0
     assert main([*args, "--workload", "tiny"]) == 0
-    rows = duckdb.sql(f"select * from '{store}/benchmarks/**/*.parquet'").df()
+    rows = whole(store, "benchmarks").df()
     assert len(rows) == 2  # each run its own file: nothing read back and rewritten
     newest = rows.sort_values("measured_at").iloc[-1]
     used = latest_measurements(store)

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from deepvm.catalog import load_catalog
 from deepvm.cli import main
 from deepvm.flopp import node_throughput, shipped_published
+from tests.helpers import whole
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "datasets" / "sources"
@@ -103,7 +103,7 @@ def test_throughput_precedence_file_over_store_over_published_over_estimate(tmp_
     assert out["measurements"]["used"][0]["instance_type"] == "p3.2xlarge"
     t = tmp_path / "t.csv"
     t.write_text("instance_type,workload,flops\np3.2xlarge,resnet50,5e12\n")
-    store_rows = duckdb.sql(f"select * from '{store}/benchmarks/**/*.parquet'").df()
+    store_rows = whole(store, "benchmarks").df()
     from deepvm.flopp import load_throughput, merge_measurements
 
     merged = merge_measurements(
@@ -169,12 +169,12 @@ def test_provenance_dates_survive_a_nightly(tmp_path, capsys):
     store = str(tmp_path)
     assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
     capsys.readouterr()
-    prices = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
+    prices = whole(store, "prices").df()
     assert set(prices["price_date"]) == {"2025"}  # the source's date, not the copy's
     assert set(prices["source"]) == {"snapshot:skypilot-catalog-v8@00148f2a"}
-    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    recs = whole(store, "recommendations").df()
     assert set(recs["prices_snapshot"]) == {"store:prices@2026-12-01 (prices of 2025)"}
-    fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
+    fleet = whole(store, "fleet").df()
     assert set(fleet["prices_snapshot"]) == {"store:prices@2026-12-01 (prices of 2025)"}
     assert main(["catalog", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["instances"]

@@ -14,6 +14,7 @@ from tests_paths import PAPER, PAPER_ARGS, ROOT
 from deepvm.cli import main
 from deepvm.flopp import shipped_published
 from deepvm.planner.candidates import ARCHITECTURES
+from tests.helpers import whole
 
 REC_KEYS = {
     "policy",
@@ -136,7 +137,7 @@ def test_store_written_and_read_by_duckdb(tmp_path, capsys):
         )
     assert main(["recommend", "--budget", "6", "--store", str(store), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
-    df = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    df = whole(store, "recommendations").df()
     assert sorted(df["budget"].unique()) == [3.0, 6.0]
     three = df[df["budget"] == 3.0]
     assert len(three) == len(three.drop_duplicates(["policy", "rank"]))
@@ -150,11 +151,12 @@ def test_store_written_and_read_by_duckdb(tmp_path, capsys):
     six = df[df["budget"] == 6.0].sort_values("rank")
     assert six["worker_type"].tolist() == [r["worker_type"] for r in printed["recommendations"]]
     assert "snapshot_date" in df.columns and df["status"].eq("optimal").all()
-    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
 
-    (f,) = [p for p in store.rglob("*.parquet") if "b6" in p.name]
-    assert pq.read_schema(f).metadata[b"schema_version"] == b"2"
-    assert pd.read_parquet(store / "recommendations").shape[0] == len(df)
+    table = DeltaTable(store / "recommendations")
+    assert table.metadata().configuration["deepvm.schemaVersion"] == "3"
+    # the rows the second run superseded are deleted, not only hidden
+    assert table.to_pandas().shape[0] == len(df)
 
 
 @pytest.mark.parametrize(
@@ -296,7 +298,7 @@ def test_catalog_and_flopp_commands(capsys, tmp_path):
     assert values == sorted(values, reverse=True)
     r = out["rows"][0]
     assert r["flopp"] == pytest.approx(3600 * r["achieved_flops"] / r["usd_per_hour"])
-    stored = duckdb.sql(f"select * from '{tmp_path}/flopp/**/*.parquet'").df()
+    stored = whole(tmp_path, "flopp").df()
     assert len(stored) == len(out["rows"]) and set(stored["market"]) == {"spot"}
 
 

@@ -11,6 +11,7 @@ from deepvm.catalog import load_catalog
 from deepvm.cli import main
 from deepvm.planner import recommend
 from deepvm.quotas import load_quotas
+from tests.helpers import whole
 
 
 def first(budget: float, **options):
@@ -75,7 +76,6 @@ def test_the_alternatives_are_what_plain_re_plans_give(budget):
 
 
 def test_binding_in_json_and_in_the_store(tmp_path, capsys):
-    import duckdb
 
     store = str(tmp_path / "s")
     assert main(["recommend", "--budget", "10", "--json", "--store", store]) == 0
@@ -83,7 +83,5 @@ def test_binding_in_json_and_in_the_store(tmp_path, capsys):
     assert "P spot quota" in out[0]["binding"]
     assert out[0]["faster"]["worker_type"] and out[0]["cheaper"]["hourly_cost"] > 0
     assert out[1]["cheaper"] is None  # alternatives are given for each policy's first
-    stored = duckdb.sql(
-        f"select rank, binding from '{store}/recommendations/**/*.parquet' order by rank"
-    ).fetchall()
+    stored = whole(store, "recommendations").order("rank").select("rank, binding").fetchall()
     assert stored[0] == (1, out[0]["binding"])

@@ -31,6 +31,7 @@ from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
 from deepvm.planner.policies import Planner
 from deepvm.preemption import INTERRUPTION_BUCKETS, bucket_rate, efficiency, expected_makespan
+from tests.helpers import whole
 
 
 def test_buckets_and_shipped_rates():
@@ -72,10 +73,12 @@ def test_bad_bucket_is_one_line_exit_2(tmp_path, capsys):
 def test_prices_refresh_stores_the_rates(tmp_path, capsys):
     assert main(["prices", "refresh", "--store", str(tmp_path), "--date", "2026-12-01"]) == 0
     capsys.readouterr()
-    rows = duckdb.sql(
-        f"select instance_type, market, interruption_rate from read_parquet("
-        f"'{tmp_path}/prices/**/*.parquet') where instance_type = 'g5.xlarge'"
-    ).fetchall()
+    rows = (
+        whole(tmp_path, "prices")
+        .filter("instance_type = 'g5.xlarge'")
+        .select("instance_type, market, interruption_rate")
+        .fetchall()
+    )
     by_market = {m: r for _, m, r in rows}
     assert by_market["spot"] == 0.075 and by_market["on_demand"] is None
 

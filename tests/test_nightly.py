@@ -3,7 +3,6 @@
 import json
 import re
 
-import duckdb
 import pytest
 from tests_paths import ROOT
 
@@ -12,6 +11,7 @@ from deepvm.errors import InputError
 from deepvm.pipeline import change_report, refresh_prices
 from deepvm.scenarios import load_scenarios
 from deepvm.store import describe_tables
+from tests.helpers import whole
 
 
 def test_readme_table_docs_match_the_schemas():
@@ -28,7 +28,7 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     assert all(c["changed"] and c["previous_date"] is None for c in first["changes"])
     assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
     capsys.readouterr()
-    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    recs = whole(store, "recommendations").df()
     assert not recs.duplicated(["snapshot_date", "scenario", "policy", "rank"]).any()
     # the next day p4d.24xlarge spot in us-east-1 costs 6x as much: the plan changes
     shipped = (ROOT / "datasets" / "catalog-aws.csv").read_text().splitlines()
@@ -54,7 +54,7 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
         "p4d.24xlarge" in row["new_cluster"] and "us-east-1" in row["new_cluster"]
     )
     # The report compares the fleet plans the nights wrote.
-    fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
+    fleet = whole(store, "fleet").df()
     assert sorted(fleet["snapshot_date"].astype(str).unique()) == ["2026-12-01", "2026-12-02"]
     tonight = fleet[fleet["snapshot_date"].astype(str) == "2026-12-02"].set_index("scenario")
     assert set(tonight.index) == set(changes.index)
@@ -127,11 +127,12 @@ def test_scenario_work_and_deadline_are_checked(tmp_path, extra, message):
 def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):
     assert main(["nightly", "--store", str(tmp_path), "--date", "2026-12-01", "--json"]) == 0
     capsys.readouterr()
-    rows = duckdb.sql(
-        f"select expected_makespan_h, deadline_h, work_flops, expected_total_cost from "
-        f"read_parquet('{tmp_path}/recommendations/**/*.parquet', hive_partitioning = true) "
-        "where scenario = 'resnet50-90-epochs-by-deadline'"
-    ).fetchall()
+    rows = (
+        whole(tmp_path, "recommendations")
+        .filter("scenario = 'resnet50-90-epochs-by-deadline'")
+        .select("expected_makespan_h, deadline_h, work_flops, expected_total_cost")
+        .fetchall()
+    )
     assert rows and all(m <= d and w == 2.8e18 and c > 0 for m, d, w, c in rows)
 
 

@@ -9,13 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
-import duckdb
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.catalog.aws import network_gbps, quota_group
 from deepvm.catalog.azure import classify
 from deepvm.cli import main
+from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
 SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
@@ -171,7 +171,7 @@ def test_azure_pages_to_store_to_recommendation(azure, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(azure.seen) == 3  # followed every NextPageLink
     assert out["rows"] == 6 and out["dropped"] == 1 and not out["stale"]
-    prices = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
+    prices = whole(store, "prices").df()
     t4 = prices[prices["instance_type"] == "Standard_NC4as_T4_v3"].set_index("market")
     assert t4.loc["on_demand", "usd_per_hour"] == 0.526 and t4.loc["spot", "usd_per_hour"] == 0.158
     assert main(["recommend", "--budget", "2", "--store", store, "--json", "--top", "1"]) == 0
@@ -362,9 +362,7 @@ def test_aws_paginated_to_store_to_recommendation(aws, tmp_path, capsys):
     assert targets.count("AWSPriceListService.GetProducts") == 2  # both pages
     assert sum(b"DescribeInstanceTypes" in s[3] for s in aws.seen) == 2
     assert sum(b"DescribeSpotPriceHistory" in s[3] for s in aws.seen) == 2
-    inst = (
-        duckdb.sql(f"select * from '{store}/instances/*.parquet'").df().set_index("instance_type")
-    )
+    inst = whole(store, "instances").df().set_index("instance_type")
     assert inst.loc["g4dn.xlarge", "network_gbps"] == 25
     assert inst.loc["g5.xlarge", "accelerator_name"] == "A10G"
     assert inst.loc["g5.xlarge", "peak_flops"] == 7.0e13
@@ -383,7 +381,7 @@ def test_aws_failure_keeps_the_store(aws, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     code = main(["prices", "refresh", "--source", "aws", "--store", store, "--date", "2026-12-02"])
     assert code == 1 and "FAILED" in capsys.readouterr().out
-    rows = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
+    rows = whole(store, "prices").df()
     old = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
     assert len(old) == SHIPPED_PRICE_ROWS and not old["stale"].any()
     assert rows[rows["snapshot_date"].astype(str) == "2026-12-02"]["stale"].all()

@@ -17,14 +17,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
-from helpers import append_benchmarks
+from deltalake import DeltaTable
+from helpers import append_benchmarks, whole
 from tests_paths import ROOT
 
 from deepvm.cli import main
-from deepvm.store import STAGING_DIR, Store
+from deepvm.store import TABLES, Store
 
 DAY1, DAY2 = "2026-11-30", "2026-12-01"
 ONE_JOB = """
@@ -37,16 +37,19 @@ top = 1
 """
 
 
-def tree_hash(root: Path, *, skip_staging: bool = False) -> dict[str, str]:
+def tree_hash(root: Path) -> dict[str, str]:
     """Every file under ``root`` with the hash of its bytes."""
     out = {}
     for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if rel == ".deepvm-staging.lock":  # the empty store-wide guard: no state
-            continue
-        if path.is_file() and not (skip_staging and rel.startswith(STAGING_DIR)):
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def what_deepvm_reads(root: Path) -> dict[str, list]:
+    """Every table's rows as deepvm reads them (sorted, as text)."""
+    store = Store.open(root)
+    return {t: sorted(map(str, store.read(t).astype(str).itertuples(index=False))) for t in TABLES}
 
 
 @pytest.fixture
@@ -120,35 +123,38 @@ def test_throughput_file_for_another_workload_does_not_break_planning(tmp_path, 
 
 
 def test_nightly_with_a_corrupt_file_leaves_the_store_byte_identical(night1, jobs, capsys):
-    bad = night1 / "overhead_models" / "fitted_date=2026-11-01" / "part-fits.parquet"
-    bad.parent.mkdir(parents=True)
+    (bad,) = (night1 / "instances").glob("*.parquet")
     bad.write_bytes(b"")  # zero bytes: what a full disk or a killed copy leaves
     before = tree_hash(night1)
     argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(bad) in err[0] and "move it out of the store" in err[0]
+    assert len(err) == 1 and "'instances'" in err[0] and "deepvm store check" in err[0]
     assert tree_hash(night1) == before
 
 
-def test_nightly_on_a_full_disk_leaves_the_store_byte_identical(night1, jobs, capsys, monkeypatch):
-    import pyarrow.parquet as pq
+def test_nightly_on_a_full_disk_changes_nothing_a_reader_sees(night1, jobs, capsys, monkeypatch):
+    import deltalake
 
-    real, calls = pq.write_table, []
+    real, calls = deltalake.write_deltalake, []
 
-    def disk_fills_up(table, where, *args, **kwargs):
-        calls.append(where)
-        if len(calls) == 3:  # prices and instances staged; the disk is full at flopp
+    def disk_fills_up(table, data, *args, **kwargs):
+        calls.append(table)
+        if len(calls) == 3:  # two tables committed; the disk is full at the third
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(table, where, *args, **kwargs)
+        return real(table, data, *args, **kwargs)
 
-    monkeypatch.setattr(pq, "write_table", disk_fills_up)
-    before = tree_hash(night1)
+    monkeypatch.setattr(deltalake, "write_deltalake", disk_fills_up)
+    before = what_deepvm_reads(night1)
     argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no space left" in err[0] and str(night1) in err[0]
-    assert tree_hash(night1) == before
+    assert what_deepvm_reads(night1) == before
+    # the two tables already committed lost the failed commit's rows again
+    for table in ("fleet", "flopp"):
+        dates = DeltaTable(night1 / table).to_pandas()["snapshot_date"].astype(str)
+        assert set(dates) == {DAY1}
 
 
 def test_nightly_that_crashes_part_way_publishes_nothing(night1, jobs, monkeypatch):
@@ -195,66 +201,24 @@ def test_killed_nightly_leaves_nothing_a_reader_trips_on(night1, jobs, tmp_path)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    staged = list((night1 / STAGING_DIR).rglob("*.partial"))
-    assert staged  # the kill left staged work behind...
-    count = duckdb.sql(f"select count(*) from '{night1}/**/*.parquet'").fetchall()[0][0]
-    assert count > 0  # ...which no reader's glob sees
-    assert tree_hash(night1, skip_staging=True) == before
-    Store.open(night1).recover()  # the next writer drops a dead writer's staging
-    assert tree_hash(night1) == before
-
-
-def test_a_publication_killed_half_way_is_rolled_forward(tmp_path):
-    import pyarrow.parquet as pq
-
-    from deepvm.store import to_arrow
-
-    root = tmp_path / "s"
-    df = pd.DataFrame(
-        {
-            "region": ["r"],
-            "instance_type": ["a"],
-            "workload": ["w"],
-            "market": ["spot"],
-            "achieved_flops": [1.0],
-            "usd_per_hour": [1.0],
-            "flopp": [3600.0],
-            "flops_source": ["peak"],
-        }
-    )
-    arrow = to_arrow("flopp", df, DAY1)
-    # What a writer killed between its first and second rename leaves: its journal,
-    # one file published, one still staged, its lock free.
-    dead = root / STAGING_DIR / "dead-writer"
-    dead.mkdir(parents=True)
-    (dead / "lock").touch()
-    rels = [f"flopp/snapshot_month={DAY1[:7]}/part-{DAY1}-w{k}.parquet" for k in (1, 2)]
-    (root / rels[0]).parent.mkdir(parents=True)
-    pq.write_table(arrow, root / rels[0])
-    pq.write_table(arrow, dead / "1-w2.parquet.partial")
-    staged = [f"{STAGING_DIR}/dead-writer/{k}-w{k + 1}.parquet.partial" for k in (0, 1)]
-    journal = {"moves": [[staged[0], rels[0]], [staged[1], rels[1]]], "deletes": []}
-    (dead / "PUBLISH.json").write_text(json.dumps(journal))
-    store = Store.open(root)
-    assert len(store.read("flopp")) == 1  # half published
-    store.recover()
-    assert len(store.read("flopp")) == 2  # rolled forward
-    assert not (root / STAGING_DIR).exists()
+    assert tree_hash(night1) == before  # killed before its commit: nothing written
 
 
 # --- names that become file names ------------------------------------------------------
 
 
-def test_scenario_names_that_collide_as_file_names_are_refused(tmp_path, capsys):
+def test_scenario_names_alike_as_file_names_keep_their_own_rows(tmp_path, capsys):
+    """Writers are a column of the Delta tables, not a file name: "a b" and "a/b"
+    (one file name in deepvm 0.2, refused there) are two writers now."""
     path = tmp_path / "jobs.toml"
     path.write_text(
         '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 3.0\n\n'
         '[[job]]\nname = "a/b"\nworkload = "tiny"\nbudget = 4.0\n'
     )
     store = tmp_path / "s"
-    assert main(["nightly", "--store", str(store), "--scenarios", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "'a b'" in err and "'a/b'" in err and not store.exists()
+    assert main(["nightly", "--store", str(store), "--scenarios", str(path)]) == 0
+    recs = Store.open(store).read("recommendations")
+    assert recs.groupby("scenario")["budget"].first().to_dict() == {"a b": 3.0, "a/b": 4.0}
 
 
 def test_instance_types_alike_as_file_names_keep_their_own_rows(tmp_path, capsys):
@@ -265,7 +229,7 @@ def test_instance_types_alike_as_file_names_keep_their_own_rows(tmp_path, capsys
     assert main([*argv, "--instance-type", "coll:1"]) == 0
     assert main([*argv, "--instance-type", "coll/1"]) == 0
     capsys.readouterr()
-    rows = duckdb.sql(f"select instance_type from '{store}/benchmarks/**/*.parquet'").df()
+    rows = whole(store, "benchmarks").select("instance_type").df()
     assert sorted(rows["instance_type"]) == ["coll/1", "coll:1"]
 
 
@@ -285,7 +249,7 @@ def test_machines_appending_at_once_lose_nothing(tmp_path):
     for w in writers:
         w.join(60)
         assert w.exitcode == 0
-    rows = duckdb.sql(f"select run_id from '{store}/benchmarks/**/*.parquet'").df()
+    rows = whole(store, "benchmarks").select("run_id").df()
     expected = [f"machine-{m}-{k}" for m in range(4) for k in range(25)]
     assert sorted(rows["run_id"]) == sorted(expected)
 
@@ -423,7 +387,7 @@ def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
     )
     frame = benchmark_frame([BenchmarkResult("tiny", "ok", noisy)], identify("bench-x"))
     write_benchmarks(frame, tmp_path)
-    rows = duckdb.sql(f"select warning from '{tmp_path}/benchmarks/**/*.parquet'").fetchall()
+    rows = whole(tmp_path, "benchmarks").select("warning").fetchall()
     assert rows[0][0] is not None and rows[0][0].startswith("noisy: step time p90/p10 = 3.00")
     quiet = Measurement("tiny", "cpu", "float32", 8, 1, (0.01, 0.0101, 0.0102), 1e6, 1.0)
     assert (
@@ -448,14 +412,15 @@ def test_superlinear_speedups_are_not_fitted_and_negative_r2_is_warned(tmp_path,
     assert "r2 = -0.5 < 0" in fit_warnings([flat])[0]
 
 
-def test_a_foreign_parquet_file_in_the_store_is_named(night1, capsys):
-    foreign = night1 / "prices" / f"snapshot_month={DAY1[:7]}" / f"part-{DAY1}-other.parquet"
+def test_a_foreign_parquet_file_in_a_table_folder_is_not_read(night1, capsys):
+    """Delta reads the files its log names: a stray file changes no answer."""
+    foreign = night1 / "prices" / f"snapshot_month={DAY1[:7]}" / "part-other.parquet"
     pd.DataFrame({"x": [1]}).to_parquet(foreign)
-    before = tree_hash(night1)
-    assert main(["recommend", "--budget", "3", "--store", str(night1)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(foreign) in err[0] and "not a deepvm 'prices' file" in err[0]
-    assert tree_hash(night1) == before
+    before = what_deepvm_reads(night1)
+    assert main(["recommend", "--budget", "3", "--store", str(night1), "--json"]) == 0
+    capsys.readouterr()
+    after = what_deepvm_reads(night1)
+    assert after["prices"] == before["prices"] and foreign.exists()
 
 
 def test_a_read_only_store_is_refused_before_any_work(tmp_path, capsys):

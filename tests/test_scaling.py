@@ -2,13 +2,13 @@
 
 import json
 
-import duckdb
 import pytest
 
 pytest.importorskip("torch")
 
 from deepvm.bench.scaling import measure_scaling, scaling_frame
 from deepvm.cli import main
+from tests.helpers import whole
 
 
 def test_ddp_world_sizes_1_and_2():
@@ -43,7 +43,7 @@ def test_cli_writes_scaling_rows(tmp_path, capsys):
     )
     out = json.loads(capsys.readouterr().out)["results"]
     assert [r["n_nodes"] for r in out] == [1, 2]
-    rows = duckdb.sql(f"select * from '{tmp_path}/scaling/**/*.parquet'").df()
+    rows = whole(tmp_path, "scaling").df()
     assert sorted(rows["n_nodes"]) == [1, 2] and set(rows["source"]) == {"measured"}
 
 

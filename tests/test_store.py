@@ -1,11 +1,14 @@
-import shutil
-from pathlib import Path
+import json
 
 import pandas as pd
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
+from deepvm.cli import main
+from deepvm.errors import StoreError
 from deepvm.store import TABLES, Store
+from deepvm.store.schemas import table_schema
 
 
 def scaling_rows(n: int) -> pd.DataFrame:
@@ -23,38 +26,56 @@ def scaling_rows(n: int) -> pd.DataFrame:
     )
 
 
-def test_rewrite_replaces_partition_file_and_keeps_others(tmp_path):
+def test_rewrite_replaces_the_writers_rows_of_that_date_and_keeps_others(tmp_path):
     store = Store.open(tmp_path)
     store.write("scaling", scaling_rows(3), partition="2026-12-01")
     store.write("scaling", scaling_rows(2), partition="2026-12-02")
+    store.write("scaling", scaling_rows(1), partition="2026-12-02", name="other")
     store.write("scaling", scaling_rows(4), partition="2026-12-02")
-    df = store.read("scaling")
-    assert df.groupby("run_date").size().to_dict() == {"2026-12-01": 3, "2026-12-02": 4}
-    assert not list(tmp_path.rglob(".tmp-*"))
+    df = Store.open(tmp_path).read("scaling")
+    assert df.groupby("run_date").size().to_dict() == {"2026-12-01": 3, "2026-12-02": 5}
+    # the superseded rows are deleted from the Delta table, not only hidden
+    assert DeltaTable(tmp_path / "scaling").to_pyarrow_table().num_rows == 8
 
 
 def test_bad_rows_write_nothing_and_keep_old_data(tmp_path):
     store = Store.open(tmp_path)
-    path = Path(store.write("scaling", scaling_rows(2), partition="2026-12-01"))
-    before = path.read_bytes()
+    store.write("scaling", scaling_rows(2), partition="2026-12-01")
+    version = DeltaTable(tmp_path / "scaling").version()
     with pytest.raises(ValueError, match="lack column"):
         store.write("scaling", scaling_rows(2).drop(columns="speedup"), partition="2026-12-01")
     bad = scaling_rows(2)
     bad["n_nodes"] = ["one", "two"]
-    with pytest.raises(Exception):  # noqa: B017 - pyarrow's conversion error
+    with pytest.raises(pa.ArrowInvalid):
         store.write("scaling", bad, partition="2026-12-01")
-    assert path.read_bytes() == before
-    assert not list(tmp_path.rglob(".tmp-*"))
+    assert DeltaTable(tmp_path / "scaling").version() == version
+    assert len(Store.open(tmp_path).read("scaling")) == 2
 
 
-def test_every_table_has_schema_metadata(tmp_path):
+def test_every_table_is_a_delta_table_of_this_schema_version(tmp_path):
     store = Store.open(tmp_path)
     for table, (column, schema) in TABLES.items():
         empty = schema.empty_table().to_pandas()
-        path = store.write(table, empty, partition=None if column is None else "2026-12-02")
-        meta = pq.read_schema(path).metadata
-        assert meta[b"schema_version"] == b"2" and meta[b"table"] == table.encode()
+        store.write(table, empty, partition=None if column is None else "2026-12-02")
+        found = DeltaTable(tmp_path / table)
+        assert found.metadata().configuration["deepvm.schemaVersion"] == "3"
+        assert pa.schema(found.schema().to_arrow()).names == table_schema(table).names
         assert store.read(table).shape[0] == 0
+    assert Store.open(tmp_path).partitions("prices") == ["2026-12-02"]
+
+
+def test_a_table_of_another_schema_version_is_named(tmp_path):
+    DeltaTable.create(
+        tmp_path / "scaling",
+        table_schema("scaling"),
+        configuration={"deepvm.schemaVersion": "9"},
+        raise_if_key_not_exists=False,
+    )
+    with pytest.raises(
+        StoreError, match=r"table 'scaling' is not a deepvm table of schema version 3"
+    ):
+        Store.open(tmp_path).write("scaling", scaling_rows(1), partition="2026-12-01")
+    assert main(["store", "check", "--store", str(tmp_path)]) == 1
 
 
 def test_env_store(tmp_path, monkeypatch):
@@ -64,26 +85,19 @@ def test_env_store(tmp_path, monkeypatch):
 
 
 def test_store_check_names_every_bad_file(tmp_path, capsys):
-    import json
-
-    from deepvm.cli import main
-
     store = tmp_path / "s"
     assert main(["prices", "refresh", "--store", str(store), "--date", "2026-12-01"]) == 0
     capsys.readouterr()
     assert main(["store", "check", "--store", str(store), "--json"]) == 0
     good = json.loads(capsys.readouterr().out)
     assert good["ok"] and good["files"]["prices"] == 1 and good["rows"]["prices"] > 0
-    folder = store / "prices" / "snapshot_date=2026-12-02"  # the version-1 layout
-    folder.mkdir(parents=True)
-    (folder / "part-torn.parquet").write_bytes(b"PAR1 not really")
-    foreign = store / "fleet" / "snapshot_month=2026-12"  # a prices file in the fleet table
-    foreign.mkdir(parents=True)
-    prices = store / "prices" / "snapshot_month=2026-12" / "part-2026-12-01-snapshot.parquet"
-    shutil.copy(prices, foreign / "part-2026-12-01-x.parquet")
+    (torn,) = (store / "prices").rglob("*.parquet")
+    torn.write_bytes(b"PAR1 not really")
+    (instances,) = (store / "instances").glob("*.parquet")
+    instances.unlink()
     assert main(["store", "check", "--store", str(store), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
-    assert not found["ok"] and len(found["bad"]) == 2
-    assert any("part-torn.parquet" in b and "not a readable Parquet" in b for b in found["bad"])
-    assert any("01-x.parquet" in b and "not a deepvm 'fleet' file" in b for b in found["bad"])
+    assert not found["ok"]
+    assert any(torn.name in b and "cannot be read" in b for b in found["bad"])
+    assert any("instances" in b for b in found["bad"])
     assert main(["store", "check", "--store", str(tmp_path / "none")]) == 2

@@ -181,27 +181,19 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
                 + ", ".join(known)
             )
     reject_duplicates(checked, ["region", "instance_type"], what)
-    _reject_colliding_names(checked, what)
+    _reject_long_names(checked, what)
     return checked
 
 
-def _reject_colliding_names(table: Table, what: str) -> None:
-    """Instance types name store files (benchmarks, scaling): two that map to one
-    file name would overwrite each other's measurements."""
-    from deepvm.names import MAX_NAME_LENGTH, file_safe
+def _reject_long_names(table: Table, what: str) -> None:
+    """Instance types are writers' names in the store (benchmarks, scaling runs)."""
+    from deepvm.names import MAX_NAME_LENGTH
 
-    seen: dict[str, str] = {}
     for name in dict.fromkeys(table["instance_type"]):
         if len(name) > MAX_NAME_LENGTH:
             raise InputError(
                 f"{source_label(table, what)}: instance_type {name[:40]!r}... is longer than "
                 f"{MAX_NAME_LENGTH} characters"
-            )
-        other = seen.setdefault(file_safe(name), name)
-        if other != name:
-            raise InputError(
-                f"{source_label(table, what)}: instance types {other!r} and {name!r} are one name "
-                "once made file-safe; rename one"
             )
 
 

@@ -10,8 +10,8 @@ from deepvm.cli.common import (
     progress,
     store_location,
 )
-from deepvm.errors import DeepvmError
 from deepvm.config import DEFAULT_RETAIN_HOURS
+from deepvm.errors import DeepvmError
 
 
 def add_parsers(sub: Any) -> None:
@@ -130,9 +130,7 @@ def _store_compact(store: Any, args: argparse.Namespace) -> int:
         return 0
     for table, months in done.months.items():
         if months:
-            print(
-                f"{table}: {done.files_merged[table]} files merged ({', '.join(months)})"
-            )
+            print(f"{table}: {done.files_merged[table]} files merged ({', '.join(months)})")
     for table, rows in done.rows_dropped.items():
         if rows:
             print(f"{table}: {rows} rows of superseded or abandoned commits dropped")

@@ -19,11 +19,11 @@ from deepvm.config import ENV_STORE as ENV_STORE
 from deepvm.names import check_date as check_date
 
 if TYPE_CHECKING:
-    from deepvm.store.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
     from deepvm.store.core import Store, StoreLike
     from deepvm.store.location import store_uri
     from deepvm.store.maintenance import CompactReport, StoreCheck, check_store
     from deepvm.store.migrate import MigrateReport, migrate_store
+    from deepvm.store.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
 
 _LAZY = {
     "SCHEMA_VERSION": "deepvm.store.schemas",

@@ -16,6 +16,7 @@ can write at once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import tempfile
@@ -220,9 +221,13 @@ class Store:
         if not tx.staged:
             return
         versions: dict[str, int] = {}
-        for table in sorted({key[0] for key in tx.staged}):
-            parts = [rows for key, rows in tx.staged.items() if key[0] == table]
-            versions[table] = self._append(table, table_schema(table), parts)
+        try:
+            for table in sorted({key[0] for key in tx.staged}):
+                parts = [rows for key, rows in tx.staged.items() if key[0] == table]
+                versions[table] = self._append(table, table_schema(table), parts)
+        except BaseException:
+            self._roll_back(tx.commit_id, list(versions))
+            raise
         now = pd.Timestamp(dt.datetime.now(dt.UTC))
         marker = pa.Table.from_pylist(
             [
@@ -241,6 +246,13 @@ class Store:
         )
         self._append(COMMITS, COMMITS_SCHEMA, [marker])  # the commit point
         self.supersede(tx.commit_id, list(tx.staged))
+
+    def _roll_back(self, commit_id: str, tables: list[str]) -> None:
+        """Delete what a failed commit appended before its commit point. Readers never
+        saw those rows; this only saves the space (compaction would drop them later)."""
+        for table in tables:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                self._delete(table, f"{COMMIT_ID} = {_sql(commit_id)}")
 
     def _append(self, table: str, schema: pa.Schema, parts: list[pa.Table]) -> int:
         """Append rows to ``table`` (created when absent); its version after."""
@@ -322,7 +334,9 @@ class Store:
         if partition is not None:
             check_date(partition, column or "partition")
         check_name(name, table)
-        arrow = to_arrow(table, df, partition, name, self._tx.commit_id)  # checked before any commit
+        arrow = to_arrow(
+            table, df, partition, name, self._tx.commit_id
+        )  # checked before any commit
         self._tx.staged[(table, partition, name)] = arrow
         return self.location.table_uri(table)
 
@@ -375,7 +389,9 @@ class Store:
             if result.num_rows and mine:
                 keep = [
                     (d or "", w) not in mine
-                    for d, w in zip(_dates(result, column), result.column(WRITER).to_pylist(), strict=True)
+                    for d, w in zip(
+                        _dates(result, column), result.column(WRITER).to_pylist(), strict=True
+                    )
                 ]
                 result = result.filter(pa.array(keep, pa.bool_()))
             result = pa.concat_tables([result, *staged.values()])
@@ -407,7 +423,7 @@ class Store:
         data = delta.call(
             self.location,
             f"reading table {table!r} of",
-            lambda: found.to_pyarrow_table(partitions=filters),
+            lambda: found.to_pyarrow_table(filters=filters),
         )
         keys = {
             _key(d, w, c)

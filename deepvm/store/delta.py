@@ -5,6 +5,7 @@ predicate, with a bounded number of retries when another writer commits first.""
 from __future__ import annotations
 
 import errno
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -22,11 +23,14 @@ _FIX = "run `deepvm store check` to see what is wrong"
 
 def store_error(exc: BaseException, location: Location, doing: str) -> StoreError:
     """A delta-rs or OS failure as one line that says what to do."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = re.sub(r"\x1b\[[0-9;]*m|↳", " ", str(exc))
+    text = " ".join(text.split()) or type(exc).__name__
     lower = text.lower()
     where = location.uri
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or (
-        "no space left" in lower
+    if (
+        (isinstance(exc, OSError)
+        and exc.errno in (errno.ENOSPC, errno.EDQUOT))
+        or ("no space left" in lower)
     ):
         return StoreError(
             f"no space left on the device while {doing} {where!r}: free space there or use "
@@ -57,7 +61,10 @@ def store_error(exc: BaseException, location: Location, doing: str) -> StoreErro
             f"store {where!r} refused the request while {doing} ({text[:160]}): check the "
             "credentials and their permissions on the bucket"
         )
-    return StoreError(f"store {where!r}: {doing} failed ({text[:200]})")
+    return StoreError(
+        f"store {where!r}: {doing} failed ({text[:200]}): run `deepvm store check --store "
+        f"{where}` to see what is wrong"
+    )
 
 
 def call(location: Location, doing: str, fn: Callable[[], T]) -> T:
@@ -119,9 +126,7 @@ def check_version(location: Location, table: str, found) -> None:  # type: ignor
         )
 
 
-def create_table(
-    location: Location, table: str, schema: pa.Schema, partition_by: list[str]
-):  # type: ignore[no-untyped-def]
+def create_table(location: Location, table: str, schema: pa.Schema, partition_by: list[str]):  # type: ignore[no-untyped-def]
     """The table, created when absent; two writers creating it at once both get it."""
     from deltalake import DeltaTable
 

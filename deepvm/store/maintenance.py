@@ -50,7 +50,9 @@ def compact(
     version in the commits table, then delete files removed more than
     ``retain_hours`` ago. Every step is a Delta commit of its own, so writers
     running meanwhile lose nothing."""
-    cutoff = check_date(before, "--before") if before else dt.datetime.now(dt.UTC).date().isoformat()
+    cutoff = (
+        check_date(before, "--before") if before else dt.datetime.now(dt.UTC).date().isoformat()
+    )
     if not 0 <= retain_hours < 1e6:
         raise StoreError(f"--retain-hours {retain_hours!r} must be a number of hours >= 0")
     store = Store.open(uri)
@@ -124,7 +126,9 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
     month = month_column(column)
     found = store._table(table)
     adds = pa.table(found.get_add_actions(flatten=True)).to_pandas()
-    values = adds[f"partition.{month}"] if f"partition.{month}" in adds else pd.Series([], dtype=str)
+    values = (
+        adds[f"partition.{month}"] if f"partition.{month}" in adds else pd.Series([], dtype=str)
+    )
     counts = values.value_counts()
     done, files = [], 0
     for value, count in sorted(counts.items()):
@@ -165,7 +169,9 @@ def _record(store: Store, versions: dict[str, int]) -> None:
     )
     target = delta.create_table(store.location, COMMITS, COMMITS_SCHEMA, [])
     delta.retrying(
-        store.location, "recording compaction in", lambda: write_deltalake(target, marker, mode="append")
+        store.location,
+        "recording compaction in",
+        lambda: write_deltalake(target, marker, mode="append"),
     )
     store.refresh()
 
@@ -181,12 +187,18 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
     if not stale.empty:
         ids = " OR ".join(
             f"({COMMIT_ID} = {_sql(c)} AND table_name = {_sql(t)} AND {WRITER} = {_sql(w)})"
-            for c, t, w in sorted(set(zip(stale[COMMIT_ID], stale["table_name"], stale[WRITER], strict=True)))
+            for c, t, w in sorted(
+                set(zip(stale[COMMIT_ID], stale["table_name"], stale[WRITER], strict=True))
+            )
         )
-        delta.retrying(store.location, "pruning commits of", lambda: store._table(COMMITS).delete(ids))
+        delta.retrying(
+            store.location, "pruning commits of", lambda: store._table(COMMITS).delete(ids)
+        )
     if len(store._table(COMMITS).file_uris()) > 1:
         delta.retrying(
-            store.location, "compacting the commits of", lambda: store._table(COMMITS).optimize.compact()
+            store.location,
+            "compacting the commits of",
+            lambda: store._table(COMMITS).optimize.compact(),
         )
     store.refresh()
 

@@ -107,16 +107,14 @@ def _parse(table: str, rel: str) -> _OldFile | None:
 def _listing(location: Location) -> tuple[pafs.FileSystem, str, list[str]]:
     filesystem, base = _filesystem(location)
     try:
-        infos = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        infos = filesystem.get_file_info(
+            pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        )
     except (OSError, pa.ArrowException) as exc:
         from deepvm.store.delta import store_error
 
         raise store_error(exc, location, "listing") from None
-    rels = [
-        info.path[len(base) :].lstrip("/")
-        for info in infos
-        if info.type == pafs.FileType.File
-    ]
+    rels = [info.path[len(base) :].lstrip("/") for info in infos if info.type == pafs.FileType.File]
     return filesystem, base, rels
 
 

@@ -300,14 +300,15 @@ def to_arrow(
         if partition is None:
             raise ValueError(f"table {table!r} rows need their {column}")
         day = dt.date.fromisoformat(partition)
+        arrow = arrow.append_column(pa.field(column, pa.date32()), pa.array([day] * n, pa.date32()))
         arrow = arrow.append_column(
-            pa.field(column, pa.date32()), pa.array([day] * n, pa.date32())
+            pa.field(month_column(column), pa.string()),
+            pa.array([partition[:7]] * n, pa.string()),
         )
-        arrow = arrow.append_column(
-            pa.field(month_column(column), pa.string()), pa.array([partition[:7]] * n)
-        )
-    arrow = arrow.append_column(pa.field(WRITER, pa.string()), pa.array([writer] * n))
-    arrow = arrow.append_column(pa.field(COMMIT_ID, pa.string()), pa.array([commit_id] * n))
+    arrow = arrow.append_column(pa.field(WRITER, pa.string()), pa.array([writer] * n, pa.string()))
+    arrow = arrow.append_column(
+        pa.field(COMMIT_ID, pa.string()), pa.array([commit_id] * n, pa.string())
+    )
     return arrow
 
 
@@ -339,7 +340,11 @@ def describe_tables() -> str:
         "",
     ]
     for table, (partition, _) in TABLES.items():
-        where = f"`{table}/`, partitioned by `{month_column(partition)}`" if partition else f"`{table}/`"
+        where = (
+            f"`{table}/`, partitioned by `{month_column(partition)}`"
+            if partition
+            else f"`{table}/`"
+        )
         lines.append(f"**{table}** ({where}): {TABLE_DOCS[table]}.")
         columns = [f"`{f.name}` {f.type}" for f in table_schema(table)]
         lines.append("")

@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import httpx
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.scenarios import load_scenarios
+from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
 SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
@@ -193,25 +193,19 @@ def test_recommend_and_nightly_through_the_api(server):
         {"budget": 4.5, "workload": "gpt2", "scenario": "from-ui", "top": 2},
     )
     assert wait_final(api, run, home) == "COMPLETED"
-    recs = duckdb.sql(
-        f"select * from '{store}/recommendations/**/*.parquet' where scenario = 'from-ui'"
-    ).df()
+    recs = whole(store, "recommendations").filter("scenario = 'from-ui'").df()
     assert len(recs) > 0 and (recs["hourly_cost"] <= 4.5 + 1e-9).all()
     assert set(recs["workload"]) == {"gpt2"}
 
     for _ in range(2):  # the same date twice: replaced, never duplicated
         run = trigger(api, "nightly", "nightly", {"snapshot_date": "2026-12-01"})
         assert wait_final(api, run, home) == "COMPLETED"
-    recs = duckdb.sql(
-        f"select * from '{store}/recommendations/**/*.parquet' where snapshot_date = '2026-12-01'"
-    ).df()
+    recs = whole(store, "recommendations").filter("snapshot_date = '2026-12-01'").df()
     assert set(recs["scenario"]) == {j.name for j in load_scenarios()}  # every registered job
     assert len(load_scenarios()) == 4
     assert not recs.duplicated(["scenario", "policy", "rank"]).any()
-    prices = duckdb.sql(
-        f"select count(*) as n from '{store}/prices/**/*.parquet' "
-        "where snapshot_date = '2026-12-01'"
-    ).df()
+    prices = whole(store, "prices").filter("snapshot_date = '2026-12-01'").count("*").df()
+    prices.columns = ["n"]
     assert int(prices["n"].iloc[0]) == SHIPPED_PRICE_ROWS
     artifacts = call(
         "POST",
@@ -219,9 +213,7 @@ def test_recommend_and_nightly_through_the_api(server):
         json={"artifacts": {"key": {"any_": ["deepvm-nightly-changes"]}}},
     ).json()
     assert artifacts and "change report" in artifacts[0]["data"]
-    fleet = duckdb.sql(
-        f"select * from '{store}/fleet/**/*.parquet' where snapshot_date = '2026-12-01'"
-    ).df()
+    fleet = whole(store, "fleet").filter("snapshot_date = '2026-12-01'").df()
     assert set(fleet["scenario"]) == {j.name for j in load_scenarios()}
 
 
@@ -234,7 +226,7 @@ def test_benchmark_fleet_runs_each_type_on_its_own_queue(server):
         {"instance_types": list(TYPE_QUEUES), "workloads": ["tiny"], "timeout_s": 600},
     )
     assert wait_final(api, run, home, timeout=600) == "COMPLETED"
-    rows = duckdb.sql(f"select instance_type, status from '{store}/benchmarks/**/*.parquet'").df()
+    rows = whole(store, "benchmarks").select("instance_type, status").df()
     # Each worker recorded its own type: the run reached the queue named after it.
     assert sorted(rows["instance_type"]) == sorted(TYPE_QUEUES)
     assert set(rows["status"]) == {"ok"}

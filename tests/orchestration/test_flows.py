@@ -1,12 +1,12 @@
 """Each flow under prefect_test_harness, against a real temporary store."""
 
-import duckdb
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.catalog import sources
 from deepvm.catalog.sources import SnapshotSource
 from flows import deepvm_flows as f
+from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
 SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
@@ -39,17 +39,17 @@ def flaky(monkeypatch):
 def test_refresh_prices_flow(tmp_path):
     out = f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
     assert out == {"stale": False, "rows": SHIPPED_PRICE_ROWS, "source": "snapshot"}
-    rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    rows = whole(tmp_path, "prices").df()
     assert len(rows) == SHIPPED_PRICE_ROWS and not rows["stale"].any()
 
 
 def test_failing_source_retries_then_falls_back_stale(tmp_path, flaky):
     f.refresh_prices(store=str(tmp_path), snapshot_date="2026-12-01")
-    before = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    before = whole(tmp_path, "prices").df()
     out = f.refresh_prices(source="flaky", store=str(tmp_path), snapshot_date="2026-12-02")
     assert out["stale"] is True and out["rows"] == SHIPPED_PRICE_ROWS
     assert flaky.calls == 4  # the first try and three retries
-    rows = duckdb.sql(f"select * from '{tmp_path}/prices/**/*.parquet'").df()
+    rows = whole(tmp_path, "prices").df()
     old = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
     new = rows[rows["snapshot_date"].astype(str) == "2026-12-02"]
     assert len(old) == len(before) and not old["stale"].any()  # nothing lost
@@ -85,7 +85,7 @@ def test_recommend_flow_publishes_artifact(tmp_path):
         ("on_demand", 1),
         ("on_demand", 2),
     ]
-    stored = duckdb.sql(f"select * from '{tmp_path}/recommendations/**/*.parquet'").df()
+    stored = whole(tmp_path, "recommendations").df()
     assert set(stored["scenario"]) == {"ui-test"} and len(stored) == 4
 
     import asyncio
@@ -116,10 +116,10 @@ def test_nightly_twice_same_date_no_duplicates(tmp_path):
     ]
     second = f.nightly(store=store, snapshot_date="2026-12-01")
     assert second["failed"] == {}
-    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    recs = whole(store, "recommendations").df()
     keys = ["snapshot_date", "scenario", "policy", "rank"]
     assert not recs.duplicated(keys).any() and len(recs) > 0
-    prices = duckdb.sql(f"select * from '{store}/prices/**/*.parquet'").df()
+    prices = whole(store, "prices").df()
     assert len(prices) == SHIPPED_PRICE_ROWS
     third = f.nightly(store=store, snapshot_date="2026-12-02")
     assert third["changed"] == []  # same prices, same answers
@@ -129,7 +129,7 @@ def test_nightly_twice_same_date_no_duplicates(tmp_path):
     assert fourth["compacted"]["recommendations"] == ["2026-12"]
     month = tmp_path / "recommendations" / "snapshot_month=2026-12"
     assert [p.name for p in month.iterdir()] == ["part-compacted.parquet"]
-    recs = duckdb.sql(f"select * from '{store}/recommendations/**/*.parquet'").df()
+    recs = whole(store, "recommendations").df()
     assert sorted(recs["snapshot_date"].astype(str).unique()) == [
         "2026-12-01",
         "2026-12-02",
@@ -205,7 +205,7 @@ def test_nightly_writes_one_fleet_plan_within_the_shared_quotas(tmp_path):
     store = str(tmp_path)
     out = f.nightly(store=store, snapshot_date="2026-12-01", team_budget=9.0)
     assert out["fleet_status"] == "optimal"
-    fleet = duckdb.sql(f"select * from '{store}/fleet/**/*.parquet'").df()
+    fleet = whole(store, "fleet").df()
     assert len(fleet) == 4 and set(fleet["status"]) == {"optimal"}
     assert fleet["hourly_cost"].fillna(0).sum() <= 9.0 + 1e-9
     # The shipped quotas: 128 G spot vCPUs in us-east-1, which the solo plans overrun.
