@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deepvm.store.schemas import COMMIT_ID, COMMITS, TABLES, WRITER
+from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, table_schema
 
 
 def whole_rows_sql(table: str) -> str:
@@ -36,7 +36,10 @@ def duckdb_relation(uri: Any, table: str, connection: Any = None) -> Any:
 
     store = Store.open(uri)
     con = connection or duckdb.connect()
-    for name in (table, COMMITS):
-        found = DeltaTable(store.location.table_uri(name), storage_options=store.location.options)
-        con.register(name, found.to_pyarrow_dataset())
+    for name, schema in ((table, table_schema(table)), (COMMITS, COMMITS_SCHEMA)):
+        uri, options = store.location.table_uri(name), store.location.options
+        if DeltaTable.is_deltatable(uri, storage_options=options):
+            con.register(name, DeltaTable(uri, storage_options=options).to_pyarrow_dataset())
+        else:  # not written yet: no rows
+            con.register(name, schema.empty_table())
     return con.sql(whole_rows_sql(table))

@@ -1,0 +1,207 @@
+"""The store's commits (docs/ARCHITECTURE.md, "The store"): whole nights for every
+reader under concurrent writers, kills at every commit step, compaction during a
+nightly, and migration from the earlier layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pytest
+from helpers import whole
+from tests_paths import ROOT
+
+from deepvm.cli import main
+from deepvm.store import TABLES, Store
+from deepvm.store.schemas import COMMIT_ID
+
+JOBS = """
+[[job]]
+name = "resnet50-3usd"
+workload = "resnet50"
+budget = 3.0
+policies = ["deepvm"]
+top = 2
+
+[[job]]
+name = "gpt2-6usd"
+workload = "gpt2"
+budget = 6.0
+policies = ["deepvm", "cost_first"]
+top = 1
+"""
+NIGHT_TABLES = ("instances", "prices", "flopp", "recommendations", "fleet")
+DATED = ("prices", "flopp", "recommendations", "fleet")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "DEEPVM_METADATA": "off"}
+
+
+@pytest.fixture
+def jobs(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(JOBS)
+    return path
+
+
+def nightly_argv(store: Path, jobs: Path, date: str, *extra: str) -> list[str]:
+    return ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", date, *extra]
+
+
+def deepvm_process(argv: list[str], prelude: str = "") -> subprocess.Popen:
+    code = f"import sys\n{prelude}\nfrom deepvm.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "-q", *argv],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def commits_by_date(store: Path) -> dict[str, set[str]]:
+    """Per date, the commits whose rows deepvm reads, across the night's tables."""
+    view = Store.open(store)
+    out: dict[str, set[str]] = {}
+    for table in DATED:
+        rows = view.rows(table).to_pandas()
+        for date, group in rows.groupby(TABLES[table][0]):
+            out.setdefault(str(date), set()).update(group[COMMIT_ID])
+    return out
+
+
+def night_shape(store: Path, date: str) -> dict[str, int]:
+    view = Store.open(store)
+    return {t: len(view.read(t, [date])) for t in DATED}
+
+
+def test_two_nightlies_at_once_each_date_is_one_whole_night(tmp_path, jobs):
+    store = tmp_path / "s"
+    assert main(nightly_argv(store, jobs, "2026-12-01")) == 0
+    reference = night_shape(store, "2026-12-01")
+    runs = [
+        deepvm_process(nightly_argv(store, jobs, "2026-12-02", "--no-compact")),
+        deepvm_process(nightly_argv(store, jobs, "2026-12-02", "--no-compact")),
+        deepvm_process(nightly_argv(store, jobs, "2026-12-03", "--no-compact")),
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+    by_date = commits_by_date(store)
+    assert sorted(by_date) == ["2026-12-01", "2026-12-02", "2026-12-03"]
+    assert all(len(commits) == 1 for commits in by_date.values()), by_date
+    for date in by_date:
+        assert night_shape(store, date) == reference
+    # Downstream readers through the Delta tables and the commits table see the same.
+    for table in DATED:
+        column = TABLES[table][0]
+        seen = whole(store, table).df()
+        assert seen.groupby(column)[COMMIT_ID].nunique().eq(1).all()
+        assert sorted(seen[COMMIT_ID].unique()) == sorted(
+            Store.open(store).rows(table).to_pandas()[COMMIT_ID].unique()
+        )
+        commits = pl.read_delta(str(store / "commits")).filter(pl.col("table_name") == table)
+        newest = commits.sort(["committed_at", COMMIT_ID]).group_by(["date", "writer"]).last()
+        joined = pl.read_delta(str(store / table)).join(
+            newest.select(COMMIT_ID, "date", "writer"),
+            left_on=[COMMIT_ID, column, "writer"],
+            right_on=[COMMIT_ID, "date", "writer"],
+        )
+        assert joined.height == len(seen)
+
+
+KILL_AFTER_APPENDS = """
+import os, signal
+import deepvm.store.core as core
+real = core.Store._append
+calls = []
+def append(self, *args, **kwargs):
+    version = real(self, *args, **kwargs)
+    calls.append(args[0])
+    if len(calls) == {n}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return version
+core.Store._append = append
+"""
+
+
+@pytest.mark.parametrize("n", range(1, len(NIGHT_TABLES) + 2))
+def test_a_nightly_killed_after_each_commit_step(tmp_path, jobs, n):
+    """Killed after its n-th append (one per table, then the commits table):
+    readers see the previous night until the commit point, the whole new one after
+    it; the next run of that date leaves one whole night."""
+    store = tmp_path / "s"
+    date = "2026-12-01"
+    assert main(nightly_argv(store, jobs, date)) == 0
+    (before,) = commits_by_date(store)[date]
+    shape = night_shape(store, date)
+    run = deepvm_process(
+        nightly_argv(store, jobs, date, "--no-compact"), KILL_AFTER_APPENDS.format(n=n)
+    )
+    run.communicate(timeout=300)
+    assert run.returncode == -9
+    (seen,) = commits_by_date(store)[date]
+    if n <= len(NIGHT_TABLES):  # before the commit point: the previous night
+        assert seen == before
+    else:  # the commits table has it: the whole new night
+        assert seen != before
+    assert night_shape(store, date) == shape
+    assert main(nightly_argv(store, jobs, date)) == 0
+    (after,) = commits_by_date(store)[date]
+    assert after not in (before, seen) and night_shape(store, date) == shape
+
+
+def test_compaction_while_a_nightly_rewrites_a_date_of_that_month(tmp_path, jobs):
+    """Regression (deepvm 0.2 lost every table's rows of the date)."""
+    store = tmp_path / "s"
+    for date in ("2026-11-01", "2026-11-02", "2026-11-03"):
+        assert main(nightly_argv(store, jobs, date, "--no-compact")) == 0
+    shape = night_shape(store, "2026-11-02")
+    rewrites = deepvm_process(nightly_argv(store, jobs, "2026-11-02", "--no-compact"))
+    for _ in range(3):  # November is finished before 2026-12-01: compacted meanwhile
+        assert main(["-q", "store", "compact", "--store", str(store), "--before", "2026-12-01"]) == 0
+    _, err = rewrites.communicate(timeout=300)
+    assert rewrites.returncode == 0, err
+    assert main(["-q", "store", "compact", "--store", str(store), "--before", "2026-12-01"]) == 0
+    by_date = commits_by_date(store)
+    assert all(len(c) == 1 for c in by_date.values()) and len(by_date) == 3
+    for date in by_date:
+        assert night_shape(store, date) == shape
+        for table in DATED:
+            seen = whole(store, table).filter(f"{TABLES[table][0]} = '{date}'").df()
+            assert len(seen) == shape[table]
+
+
+LEGACY = ROOT / "tests" / "data" / "store-v1-v2"
+
+
+def as_rows(df: pd.DataFrame) -> list[str]:
+    return sorted(map(str, df.sort_index(axis=1).astype(str).itertuples(index=False)))
+
+
+def test_migrating_a_schema_1_and_2_store_keeps_every_row(tmp_path, capsys):
+    store = tmp_path / "legacy"
+    shutil.copytree(LEGACY / "store", store)
+    assert main(["recommend", "--budget", "3", "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"deepvm store migrate --store {store}" in err[0]
+    assert main(["store", "migrate", "--store", str(store), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["files"]["recommendations"] == 8 and report["rows"]["prices"] == 1050
+    view = Store.open(store)
+    for table in TABLES:
+        expected = pd.read_parquet(LEGACY / "expected" / f"{table}.parquet")
+        assert as_rows(view.read(table)) == as_rows(expected), table
+        assert len(whole(store, table).df()) == len(expected)
+    assert not [p for p in store.rglob("part-2026-*.parquet")]  # the old files are gone
+    assert not (store / "prices" / "snapshot_date=2026-11-03").exists() or not any(
+        (store / "prices" / "snapshot_date=2026-11-03").iterdir()
+    )
+    assert main(["store", "migrate", "--store", str(store)]) == 0
+    assert "nothing to migrate" in capsys.readouterr().out
+    assert main(["-q", "recommend", "--budget", "3", "--store", str(store), "--json"]) == 0
