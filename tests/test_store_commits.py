@@ -164,7 +164,9 @@ def test_compaction_while_a_nightly_rewrites_a_date_of_that_month(tmp_path, jobs
     shape = night_shape(store, "2026-11-02")
     rewrites = deepvm_process(nightly_argv(store, jobs, "2026-11-02", "--no-compact"))
     for _ in range(3):  # November is finished before 2026-12-01: compacted meanwhile
-        assert main(["-q", "store", "compact", "--store", str(store), "--before", "2026-12-01"]) == 0
+        assert (
+            main(["-q", "store", "compact", "--store", str(store), "--before", "2026-12-01"]) == 0
+        )
     _, err = rewrites.communicate(timeout=300)
     assert rewrites.returncode == 0, err
     assert main(["-q", "store", "compact", "--store", str(store), "--before", "2026-12-01"]) == 0

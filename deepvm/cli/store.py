@@ -11,7 +11,8 @@ from deepvm.cli.common import (
     store_location,
 )
 from deepvm.config import DEFAULT_RETAIN_HOURS
-from deepvm.errors import DeepvmError
+from deepvm.errors import DeepvmError, ParameterError
+from deepvm.names import check_date
 
 
 def add_parsers(sub: Any) -> None:
@@ -113,6 +114,10 @@ def _store_compact(store: Any, args: argparse.Namespace) -> int:
     from deepvm.store.maintenance import compact
 
     store.check_legacy = True
+    if not 0 <= args.retain_hours < 1e6:
+        raise ParameterError("retain_hours", args.retain_hours, "must be a number of hours >= 0")
+    if args.before:
+        check_date(args.before, "before")
     progress(f"compacting {store.uri} ...")
     done = compact(store, before=args.before, retain_hours=args.retain_hours)
     if args.json:

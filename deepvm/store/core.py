@@ -66,6 +66,7 @@ class _Transaction:
     commit_id: str
     command: str
     staged: dict[_Key, pa.Table] = field(default_factory=dict)
+    appended: set[_Key] = field(default_factory=set)  # writers of their own: nothing to replace
 
 
 def _sql(value: str) -> str:
@@ -111,7 +112,9 @@ class Store:
         """Whether the store holds anything (a folder, or a commits table)."""
         if self.local:
             return self.location.root.is_dir()
-        return not self._commits().empty or self._table(COMMITS) is not None
+        from deepvm.store.migrate import legacy_files
+
+        return self._table(COMMITS) is not None or bool(legacy_files(self.location))
 
     # --- checks -------------------------------------------------------------------
 
@@ -136,8 +139,9 @@ class Store:
         """Check, before any work, that commits can land here (a local folder that
         can be written; an object store that answers); leaves nothing behind."""
         self._check_path()
-        if not self.local:
-            self._commits()  # a missing bucket or an unreachable endpoint fails here
+        if not self.local:  # a missing bucket or an unreachable endpoint fails here
+            if delta.open_table(self.location, COMMITS, without_files=True) is None:
+                self._commits()  # a fresh store, or one of the earlier layout
             return self
         root = self.location.root
         target = root
@@ -221,12 +225,14 @@ class Store:
         if not tx.staged:
             return
         versions: dict[str, int] = {}
+        tried: list[str] = []
         try:
             for table in sorted({key[0] for key in tx.staged}):
                 parts = [rows for key, rows in tx.staged.items() if key[0] == table]
+                tried.append(table)  # an append may land and still raise (a kill, a timeout)
                 versions[table] = self._append(table, table_schema(table), parts)
         except BaseException:
-            self._roll_back(tx.commit_id, list(versions))
+            self._roll_back(tx.commit_id, tried)
             raise
         now = pd.Timestamp(dt.datetime.now(dt.UTC))
         marker = pa.Table.from_pylist(
@@ -245,7 +251,9 @@ class Store:
             schema=COMMITS_SCHEMA,
         )
         self._append(COMMITS, COMMITS_SCHEMA, [marker])  # the commit point
-        self.supersede(tx.commit_id, list(tx.staged))
+        replacing = [key for key in tx.staged if key not in tx.appended]
+        if replacing:
+            self.supersede(tx.commit_id, replacing)
 
     def _roll_back(self, commit_id: str, tables: list[str]) -> None:
         """Delete what a failed commit appended before its commit point. Readers never
@@ -259,10 +267,10 @@ class Store:
         from deltalake import CommitProperties, write_deltalake
 
         partitions = [] if table == COMMITS else partition_columns(table)
-        target = delta.create_table(self.location, table, schema, partitions)
         rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
-        def append() -> int:
+        def append() -> int:  # a retry starts from the table as it is now
+            target = delta.create_table(self.location, table, schema, partitions)
             write_deltalake(
                 target,
                 rows,
@@ -334,9 +342,7 @@ class Store:
         if partition is not None:
             check_date(partition, column or "partition")
         check_name(name, table)
-        arrow = to_arrow(
-            table, df, partition, name, self._tx.commit_id
-        )  # checked before any commit
+        arrow = to_arrow(table, df, partition, name, self._tx.commit_id)  # before any commit
         self._tx.staged[(table, partition, name)] = arrow
         return self.location.table_uri(table)
 
@@ -347,7 +353,12 @@ class Store:
         row per key (docs/ARCHITECTURE.md, "The store")."""
         check_name(writer, table)
         name = f"{writer[: MAX_NAME_LENGTH - 14]}.{uuid.uuid4().hex[:12]}"
-        return self.write(table, df, partition=partition, name=name)
+        if self._tx is None:
+            with self.transaction(command="append") as tx:
+                return tx.append(table, df, partition=partition, writer=writer)
+        where = self.write(table, df, partition=partition, name=name)
+        self._tx.appended.add((table, partition, name))
+        return where
 
     # --- reading ------------------------------------------------------------------
 

@@ -27,10 +27,8 @@ def store_error(exc: BaseException, location: Location, doing: str) -> StoreErro
     text = " ".join(text.split()) or type(exc).__name__
     lower = text.lower()
     where = location.uri
-    if (
-        (isinstance(exc, OSError)
-        and exc.errno in (errno.ENOSPC, errno.EDQUOT))
-        or ("no space left" in lower)
+    if (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        "no space left" in lower
     ):
         return StoreError(
             f"no space left on the device while {doing} {where!r}: free space there or use "
@@ -81,7 +79,9 @@ def is_conflict(exc: BaseException) -> bool:
     from deltalake.exceptions import CommitFailedError
 
     text = str(exc).lower()
-    return isinstance(exc, CommitFailedError) or "conflict" in text or "concurrent" in text
+    return isinstance(exc, CommitFailedError) or any(
+        word in text for word in ("conflict", "concurrent", "changed since last commit")
+    )
 
 
 def retrying(location: Location, doing: str, fn: Callable[[], T]) -> T:
@@ -99,7 +99,9 @@ def retrying(location: Location, doing: str, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def open_table(location: Location, table: str, version: int | None = None):  # type: ignore[no-untyped-def]
+def open_table(  # type: ignore[no-untyped-def]
+    location: Location, table: str, version: int | None = None, *, without_files: bool = False
+):
     """The Delta table (at ``version``), or None when there is none; a table of
     another schema version is a StoreError naming the fix."""
     from deltalake import DeltaTable
@@ -107,7 +109,9 @@ def open_table(location: Location, table: str, version: int | None = None):  # t
 
     uri = location.table_uri(table)
     try:
-        found = DeltaTable(uri, version=version, storage_options=location.options)
+        found = DeltaTable(
+            uri, version=version, storage_options=location.options, without_files=without_files
+        )
     except TableNotFoundError:
         return None
     except Exception as exc:
@@ -128,7 +132,7 @@ def check_version(location: Location, table: str, found) -> None:  # type: ignor
 
 def create_table(location: Location, table: str, schema: pa.Schema, partition_by: list[str]):  # type: ignore[no-untyped-def]
     """The table, created when absent; two writers creating it at once both get it."""
-    from deltalake import DeltaTable
+    from deltalake import CommitProperties, DeltaTable
 
     for _ in range(5):
         found = open_table(location, table)
@@ -140,9 +144,13 @@ def create_table(location: Location, table: str, schema: pa.Schema, partition_by
                 schema,
                 mode="error",
                 partition_by=partition_by or None,
-                configuration={SCHEMA_PROPERTY: SCHEMA_VERSION},
+                # a checkpoint every 10 commits: opening a table reads at most 10 log
+                # files (on an object store, one request each) however busy it is
+                configuration={SCHEMA_PROPERTY: SCHEMA_VERSION, "delta.checkpointInterval": "10"},
                 storage_options=location.options,
                 raise_if_key_not_exists=False,
+                # never retried as a later version: a second creator must find the first's
+                commit_properties=CommitProperties(max_commit_retries=0),
             )
         except Exception as exc:
             text = str(exc).lower()

@@ -58,26 +58,18 @@ class MigrateReport:
 
 
 def _filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
+    """The store's root as a pyarrow file system: the local disk, or delta-rs's own
+    object-store client (same settings and timeouts as the Delta tables)."""
     if location.local:
         return pafs.LocalFileSystem(), str(location.root)
-    scheme, rest = location.base.split("://", 1)
-    if scheme in ("s3", "s3a"):
-        opts = location.options
-        kwargs: dict[str, object] = {}
-        if "endpoint_url" in opts:
-            kwargs["endpoint_override"] = opts["endpoint_url"]
-        if "region" in opts:
-            kwargs["region"] = opts["region"]
-        if "aws_access_key_id" in opts:
-            kwargs["access_key"] = opts["aws_access_key_id"]
-            kwargs["secret_key"] = opts.get("aws_secret_access_key")
-            kwargs["session_token"] = opts.get("aws_session_token")
-        seconds = float(opts.get("timeout", "60s").rstrip("s"))
-        kwargs["connect_timeout"] = seconds
-        kwargs["request_timeout"] = seconds
-        return pafs.S3FileSystem(**kwargs), rest.strip("/")
-    filesystem, path = pafs.FileSystem.from_uri(location.base)
-    return filesystem, path
+    from deltalake.fs import DeltaStorageHandler
+
+    handler = DeltaStorageHandler(location.base, location.options)
+    return pafs.PyFileSystem(handler), ""
+
+
+def _join(base: str, rel: str) -> str:
+    return f"{base}/{rel}" if base else rel
 
 
 def _parse(table: str, rel: str) -> _OldFile | None:
@@ -144,7 +136,7 @@ def check_not_legacy(location: Location) -> None:
 
 def _read(filesystem: pafs.FileSystem, base: str, table: str, f: _OldFile) -> tuple[pa.Table, dict]:
     column = TABLES[table][0]
-    where = f"{base}/{f.rel}"
+    where = _join(base, f.rel)
     try:
         data = pq.read_table(where, filesystem=filesystem)
     except Exception as exc:  # pyarrow raises several kinds; all mean "not Parquet"
@@ -222,9 +214,9 @@ def migrate_store(uri: object) -> MigrateReport:
                     rows[table] += len(frame)
     for found in old.values():  # committed: the old files go
         for f in found:
-            filesystem.delete_file(f"{base}/{f.rel}")
+            filesystem.delete_file(_join(base, f.rel))
     for leftover in (_STAGING, f"{_STAGING}.lock"):
-        info = filesystem.get_file_info(f"{base}/{leftover}")
+        info = filesystem.get_file_info(_join(base, leftover))
         if info.type == pafs.FileType.Directory:
             filesystem.delete_dir(info.path)
         elif info.type == pafs.FileType.File:
@@ -233,7 +225,7 @@ def migrate_store(uri: object) -> MigrateReport:
 
 
 def _check_no_journal(filesystem: pafs.FileSystem, base: str, location: Location) -> None:
-    selector = pafs.FileSelector(f"{base}/{_STAGING}", recursive=True, allow_not_found=True)
+    selector = pafs.FileSelector(_join(base, _STAGING), recursive=True, allow_not_found=True)
     if any(i.base_name == "PUBLISH.json" for i in filesystem.get_file_info(selector)):
         raise StoreError(
             f"store {location.uri!r} holds a publication that a writer of the earlier deepvm "
