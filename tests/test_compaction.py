@@ -97,9 +97,7 @@ def test_the_nightly_compacts_finished_months(tmp_path, jobs, capsys):
     store = tmp_path / "s"
     nights(store, jobs)
     out = capsys.readouterr().out
-    assert json.loads(out.split("\n}\n")[-2] + "\n}")["compacted"]["recommendations"] == [
-        "2026-11"
-    ]
+    assert json.loads(out.split("\n}\n")[-2] + "\n}")["compacted"]["recommendations"] == ["2026-11"]
     month = DeltaTable(store / "recommendations").get_add_actions(flatten=True)
     months = pd.Series(month.column("partition.snapshot_month").to_pylist())
     assert months.value_counts().to_dict() == {"2026-10": 1, "2026-11": 1, "2026-12": 1}
@@ -119,7 +117,7 @@ def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(tmp_path, j
         calls = []
 
         def die_after_one(self, *args, **kwargs):
-            version = real(self, *args, **kwargs)
+            real(self, *args, **kwargs)
             calls.append(1)
             raise KeyboardInterrupt  # as a kill would, after the table's commit
 

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -44,6 +45,9 @@ from deepvm.store.schemas import (
     table_schema,
     to_arrow,
 )
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 _Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
 
@@ -164,8 +168,18 @@ class Store:
 
     # --- the commits table ----------------------------------------------------------
 
-    def _table(self, table: str, version: int | None = None):  # type: ignore[no-untyped-def]
+    def _table(self, table: str, version: int | None = None) -> DeltaTable | None:
         return delta.open_table(self.location, table, version)
+
+    def _existing(self, table: str) -> DeltaTable:
+        """The table, which this writer has seen exist; gone is a damaged store."""
+        found = self._table(table)
+        if found is None:
+            raise StoreError(
+                f"store {self.uri!r}: table {table!r} vanished while in use: "
+                f"run `deepvm store check --store {self.uri}` to see what is wrong"
+            )
+        return found
 
     def _commits(self) -> pd.DataFrame:
         """The completed commits, read once per store view (every read of one view

@@ -8,13 +8,16 @@ import errno
 import re
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 
 from deepvm.errors import StoreError
 from deepvm.store.location import Location
 from deepvm.store.schemas import SCHEMA_PROPERTY, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 T = TypeVar("T")
 COMMIT_RETRIES = 20  # commits that lose a race to another writer are retried this often
@@ -99,9 +102,9 @@ def retrying(location: Location, doing: str, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def open_table(  # type: ignore[no-untyped-def]
+def open_table(
     location: Location, table: str, version: int | None = None, *, without_files: bool = False
-):
+) -> DeltaTable | None:
     """The Delta table (at ``version``), or None when there is none; a table of
     another schema version is a StoreError naming the fix."""
     from deltalake import DeltaTable
@@ -120,7 +123,7 @@ def open_table(  # type: ignore[no-untyped-def]
     return found
 
 
-def check_version(location: Location, table: str, found) -> None:  # type: ignore[no-untyped-def]
+def check_version(location: Location, table: str, found: DeltaTable) -> None:
     version = found.metadata().configuration.get(SCHEMA_PROPERTY)
     if version != SCHEMA_VERSION:
         raise StoreError(
@@ -130,7 +133,9 @@ def check_version(location: Location, table: str, found) -> None:  # type: ignor
         )
 
 
-def create_table(location: Location, table: str, schema: pa.Schema, partition_by: list[str]):  # type: ignore[no-untyped-def]
+def create_table(
+    location: Location, table: str, schema: pa.Schema, partition_by: list[str]
+) -> DeltaTable:
     """The table, created when absent; two writers creating it at once both get it."""
     from deltalake import CommitProperties, DeltaTable
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -16,6 +17,9 @@ from deepvm.names import check_date
 from deepvm.store import delta
 from deepvm.store.core import Store, StoreLike, commit_started
 from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 _COMPACT_WRITER = "compact"
 
@@ -70,8 +74,7 @@ def compact(
             continue
         dropped[table] = _drop_invisible(store, table, horizon)
         months[table], merged[table] = _merge_months(store, table, cutoff)
-        found = store._table(table)
-        versions[table] = int(found.version())
+        versions[table] = int(store._existing(table).version())
     _record(store, versions)
     _prune_commits(store, horizon)
     for table in [*TABLES, COMMITS]:
@@ -84,7 +87,7 @@ def _drop_invisible(store: Store, table: str, horizon: pd.Timestamp) -> int:
     """Delete rows of superseded commits, and of commits that never completed and
     started before ``horizon``."""
     column = TABLES[table][0]
-    found = store._table(table)
+    found = store._existing(table)
     keys = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
     data = delta.call(store.location, "reading", lambda: found.to_pyarrow_table(columns=keys))
     if not data.num_rows:
@@ -113,7 +116,7 @@ def _drop_invisible(store: Store, table: str, horizon: pd.Timestamp) -> int:
     metrics: dict = {}
 
     def delete() -> None:
-        metrics.update(store._table(table).delete(" OR ".join(clauses)))
+        metrics.update(store._existing(table).delete(" OR ".join(clauses)))
 
     delta.retrying(store.location, f"dropping unread rows of {table!r} in", delete)
     return int(metrics.get("num_deleted_rows", 0))
@@ -124,7 +127,7 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
     if column is None:
         return [], 0
     month = month_column(column)
-    found = store._table(table)
+    found = store._existing(table)
     adds = pa.table(found.get_add_actions(flatten=True)).to_pandas()
     values = (
         adds[f"partition.{month}"] if f"partition.{month}" in adds else pd.Series([], dtype=str)
@@ -136,7 +139,7 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
             continue
 
         def optimize(value: str = value) -> dict:
-            return store._table(table).optimize.compact(partition_filters=[(month, "=", value)])
+            return store._existing(table).optimize.compact(partition_filters=[(month, "=", value)])
 
         result = delta.retrying(store.location, f"compacting {table!r} of", optimize)
         done.append(value)
@@ -192,20 +195,20 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
             )
         )
         delta.retrying(
-            store.location, "pruning commits of", lambda: store._table(COMMITS).delete(ids)
+            store.location, "pruning commits of", lambda: store._existing(COMMITS).delete(ids)
         )
-    if len(store._table(COMMITS).file_uris()) > 1:
+    if len(store._existing(COMMITS).file_uris()) > 1:
         delta.retrying(
             store.location,
             "compacting the commits of",
-            lambda: store._table(COMMITS).optimize.compact(),
+            lambda: store._existing(COMMITS).optimize.compact(),
         )
     store.refresh()
 
 
-def _vacuum(store: Store, table: str, found: object, retain_hours: float) -> int:
+def _vacuum(store: Store, table: str, found: DeltaTable, retain_hours: float) -> int:
     def vacuum() -> list[str]:
-        return found.vacuum(  # type: ignore[attr-defined, no-any-return]
+        return found.vacuum(
             retention_hours=int(retain_hours), dry_run=False, enforce_retention_duration=False
         )
 

@@ -167,7 +167,9 @@ def _read(filesystem: pafs.FileSystem, base: str, table: str, f: _OldFile) -> tu
     return pa.table(columns), meta
 
 
-def _pieces(filesystem: pafs.FileSystem, base: str, table: str, files: list[_OldFile]):  # type: ignore[no-untyped-def]
+def _pieces(
+    filesystem: pafs.FileSystem, base: str, table: str, files: list[_OldFile]
+) -> list[tuple[str | None, str, pa.Table]]:
     """(date, writer name, rows) per writer and date, the earlier reader's precedence."""
     chosen: dict[tuple[str | None, str], tuple[int, str, pa.Table]] = {}
     rank = {"day": 3, "flat": 3, "legacy": 2, "month": 1}
