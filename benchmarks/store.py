@@ -104,7 +104,7 @@ def count_seconds(store: Path, runs: int = 5) -> tuple[int, float]:
     best, n = float("inf"), 0
     for _ in range(runs):
         start = time.perf_counter()
-        n = duckdb_relation(store, "recommendations").count("*").fetchone()[0]
+        n = duckdb_relation(store, "recommendations").count("*").fetchall()[0][0]
         best = min(best, time.perf_counter() - start)
     return n, best
 

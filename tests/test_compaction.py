@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from helpers import whole
 
 from deepvm.cli import main
-from deepvm.store import Store
+from deepvm.store import Store, commit
 
 JOBS = """
 [[job]]
@@ -103,7 +103,9 @@ def test_the_nightly_compacts_finished_months(tmp_path, jobs, capsys):
     assert months.value_counts().to_dict() == {"2026-10": 1, "2026-11": 1, "2026-12": 1}
 
 
-def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(tmp_path, jobs, capsys):
+def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(
+    tmp_path, jobs, capsys, monkeypatch
+):
     """A writer killed before its commit point leaves rows no reader sees; compaction
     drops them once their commit is older than the retention, not before."""
     store = tmp_path / "s"
@@ -113,16 +115,14 @@ def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(tmp_path, j
     row = view.read("recommendations").drop(columns="snapshot_date").iloc[:1]
     with pytest.raises(KeyboardInterrupt), view.transaction() as tx:
         tx.write("recommendations", row, partition="2026-11-15", name="resnet50-3usd")
-        real = Store._append
-        calls = []
+        real = commit.append_rows
 
-        def die_after_one(self, *args, **kwargs):
-            real(self, *args, **kwargs)
-            calls.append(1)
+        def die_after_one(*args, **kwargs):
+            real(*args, **kwargs)
             raise KeyboardInterrupt  # as a kill would, after the table's commit
 
-        Store._append = die_after_one  # type: ignore[method-assign]
-    Store._append = real  # type: ignore[method-assign]
+        monkeypatch.setattr(commit, "append_rows", die_after_one)
+    monkeypatch.undo()
     # (the roll-back removed the rows again; plant them as a killed writer leaves them)
     from deltalake import write_deltalake
 

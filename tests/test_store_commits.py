@@ -117,16 +117,16 @@ def test_two_nightlies_at_once_each_date_is_one_whole_night(tmp_path, jobs):
 
 KILL_AFTER_APPENDS = """
 import os, signal
-import deepvm.store.core as core
-real = core.Store._append
+import deepvm.store.commit as commit
+real = commit.append_rows
 calls = []
-def append(self, *args, **kwargs):
-    version = real(self, *args, **kwargs)
-    calls.append(args[0])
+def append(location, table, *args, **kwargs):
+    version = real(location, table, *args, **kwargs)
+    calls.append(table)
     if len(calls) == {n}:
         os.kill(os.getpid(), signal.SIGKILL)
     return version
-core.Store._append = append
+commit.append_rows = append
 """
 
 

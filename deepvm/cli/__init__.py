@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from deepvm.cli import common, data, measure, nightly, plan, simulate, store
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.errors import DeepvmError, ParameterError
+from deepvm.store.location import request_timeout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     common.QUIET = args.quiet
     try:
-        return COMMANDS[args.command](args)
+        with request_timeout(getattr(args, "timeout", None)):
+            return COMMANDS[args.command](args)
     except ParameterError as exc:
         _traceback(args)
         print(f"deepvm: error: {exc.render(flag_name)}", file=sys.stderr)

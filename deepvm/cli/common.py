@@ -24,6 +24,7 @@ from deepvm.config import (
     MAX_NAME_LENGTH,
 )
 from deepvm.errors import DeepvmError
+from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
 EXIT_BAD_INPUT = 2
 QUIET = False  # -q: no progress lines on stderr (set once by main)
@@ -183,14 +184,34 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
 
 
 def add_timeout(p: argparse.ArgumentParser) -> None:
+    """--timeout of a command that fetches prices: the fetch's deadline and each store
+    request's."""
     p.add_argument(
         "--timeout",
         type=number(gt=0, le=MAX_TIMEOUT_S),
-        default=DEFAULT_PRICE_TIMEOUT_S,
+        default=None,
         metavar="S",
-        help="one deadline in seconds for the whole price fetch, retries included "
-        f"(default: {DEFAULT_PRICE_TIMEOUT_S:g})",
+        help="one deadline in seconds for the whole price fetch, retries included, and "
+        f"for each store request (default: {DEFAULT_PRICE_TIMEOUT_S:g}; store requests: "
+        f"${ENV_TIMEOUT}, else {DEFAULT_TIMEOUT_S:g})",
     )
+
+
+def add_store_timeout(p: argparse.ArgumentParser) -> None:
+    """--timeout of a command that reads or writes a store."""
+    p.add_argument(
+        "--timeout",
+        type=number(gt=0, le=MAX_TIMEOUT_S),
+        default=None,
+        metavar="S",
+        help="seconds any one store request may take, retries included; an unreachable "
+        f"store fails within it (default: ${ENV_TIMEOUT}, else {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def price_timeout(args: argparse.Namespace) -> float:
+    """The price fetch's deadline: --timeout, else the default."""
+    return DEFAULT_PRICE_TIMEOUT_S if args.timeout is None else float(args.timeout)
 
 
 def add_job(p: argparse.ArgumentParser) -> None:

@@ -9,9 +9,11 @@ from typing import Any
 from deepvm.cli.common import (
     NON_NEGATIVE,
     add_format,
+    add_store_timeout,
     add_timeout,
     date_text,
     output_format,
+    price_timeout,
     print_json,
     print_listing,
     progress,
@@ -46,6 +48,7 @@ def add_parsers(sub: Any) -> None:
         metavar="URI",
         help="use the latest benchmarks in this store and write the flopp rows to it",
     )
+    add_store_timeout(fl)
     fl.add_argument("--catalog", metavar="FILE")
     fl.add_argument("--throughput", metavar="FILE")
     fl.add_argument("--region")
@@ -74,6 +77,7 @@ def add_prices_parser(sub: Any) -> None:
     ref.add_argument("--json", action="store_true")
     show = prs.add_parser("show", help="list the newest snapshot's prices")
     show.add_argument("--store", metavar="URI")
+    add_store_timeout(show)
     show.add_argument("--match", metavar="TEXT", help="instance types containing TEXT")
     add_format(show, json_help="print JSON")
 
@@ -238,7 +242,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
             snapshot_date=args.date,
             regions=regions,
             skypilot_csv=args.skypilot_csv,
-            timeout_s=args.timeout,
+            timeout_s=price_timeout(args),
         )
         summary = {
             "snapshot_date": r.snapshot_date,

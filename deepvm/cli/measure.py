@@ -10,6 +10,7 @@ from typing import Any
 from deepvm.cli.common import (
     MAX_LOCAL_RANKS,
     MAX_STEPS,
+    add_store_timeout,
     check_output_path,
     name_text,
     number,
@@ -69,6 +70,7 @@ def add_parsers(sub: Any) -> None:
     )
     bn.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     bn.add_argument("--store", metavar="URI", help="write the benchmarks rows to this store")
+    add_store_timeout(bn)
     bn.add_argument("--json", action="store_true", help="print one JSON object")
 
     ft = sub.add_parser(
@@ -91,6 +93,7 @@ def add_parsers(sub: Any) -> None:
         help="read scaling rows from (without --scaling) "
         "and write overhead_models rows to this store",
     )
+    add_store_timeout(ft)
     ft.add_argument("--plot", metavar="DIR", help="write one PNG per group here")
     ft.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -126,6 +129,7 @@ def add_scaling_parser(sub: Any) -> None:
     )
     sc.add_argument("--instance-type", type=name_text, metavar="TYPE")
     sc.add_argument("--store", metavar="URI", help="write the scaling rows to this store")
+    add_store_timeout(sc)
     sc.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -14,6 +14,7 @@ from deepvm.cli.common import (
     add_format,
     add_inputs,
     add_job,
+    add_store_timeout,
     add_time_limit,
     check_output_path,
     check_outputs,
@@ -71,6 +72,7 @@ def add_parsers(sub: Any) -> None:
         help="read benchmarks from and write the recommendations to this store "
         "(default: $DEEPVM_STORE if set, else nothing is read or written)",
     )
+    add_store_timeout(rec)
     rec.add_argument(
         "--scenario",
         type=name_text,
@@ -109,6 +111,7 @@ def add_parsers(sub: Any) -> None:
         help="also draw normalised performance per policy against the budget",
     )
     sw.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
+    add_store_timeout(sw)
     add_job(sw)
     add_inputs(sw)
 
@@ -131,6 +134,7 @@ def add_parsers(sub: Any) -> None:
     cmp_.add_argument("--out", metavar="FILE.parquet", help="also write the rows as Parquet")
     cmp_.add_argument("--plot", metavar="FILE.png", help="also draw makespan and price per cluster")
     cmp_.add_argument("--store", metavar="URI", help="use the latest benchmarks in this store")
+    add_store_timeout(cmp_)
     add_job(cmp_)
     add_inputs(cmp_)
 
@@ -159,6 +163,7 @@ def add_parsers(sub: Any) -> None:
         help="plan on this store's newest prices, benchmarks and fits (read only; "
         "default: $DEEPVM_STORE if set)",
     )
+    add_store_timeout(fl_)
     add_time_limit(fl_)
     add_format(fl_)
     add_inputs(fl_)

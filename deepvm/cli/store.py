@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from deepvm.cli.common import (
+    add_store_timeout,
     print_json,
     progress,
     store_location,
@@ -26,6 +27,7 @@ def add_parsers(sub: Any) -> None:
         "with how to fix it).",
     )
     chk.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    add_store_timeout(chk)
     chk.add_argument("--json", action="store_true", help="print one JSON object")
     cpt = sts.add_parser(
         "compact",
@@ -38,6 +40,7 @@ def add_parsers(sub: Any) -> None:
         "see and lose nothing.",
     )
     cpt.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    add_store_timeout(cpt)
     cpt.add_argument(
         "--before",
         metavar="YYYY-MM-DD",
@@ -61,6 +64,7 @@ def add_parsers(sub: Any) -> None:
         "and after. Safe to run again: a second run finishes one that was killed.",
     )
     mig.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    add_store_timeout(mig)
     mig.add_argument("--json", action="store_true", help="print one JSON object")
 
 

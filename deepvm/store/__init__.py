@@ -4,8 +4,9 @@ whole for every reader.
 
 The modules, bottom up: ``schemas`` (the tables' columns; the catalog may import
 it), ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
-``core`` (the Store: commits, reads, writes), ``maintenance`` (compaction,
-retention, check), ``migrate`` (from deepvm's earlier Parquet layout). Names are
+``commit`` (the commit protocol), ``core`` (the Store: transactions, writes,
+reads), ``maintenance`` (compaction, retention, check), ``migrate`` (from
+deepvm's earlier Parquet layout), ``sql`` (the same view for SQL readers). Names are
 loaded on first use, so importing the schemas does not import delta-rs.
 """
 

@@ -5,25 +5,22 @@ A commit (one :meth:`Store.transaction`: a nightly run, one recommend, one
 benchmark run) appends its rows to each table it writes, tagged with its
 ``commit_id`` and each row's ``writer`` (a scenario, a price source, ...), then
 appends one row per (table, date, writer) to ``commits``: that append is the
-commit point. deepvm's readers read, per (table, date, writer), the rows of the
-newest completed commit only, each table at the newest version the commits table
-records for it, so a reader sees every date either as it was or as the whole new
-commit left it, whatever other writers are doing. After its commit point a
-commit deletes the rows it superseded (one predicate delete per table).
+commit point (``deepvm.store.commit``). deepvm's readers read, per (table, date,
+writer), the rows of the newest completed commit only, each table at the newest
+version the commits table records for it, so a reader sees every date either as
+it was or as the whole new commit left it, whatever other writers are doing. After
+its commit point a commit deletes the rows it superseded (one predicate delete per table).
 Measurements are appends under a writer of their own, so any number of machines
 can write at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import os
 import tempfile
 import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -33,6 +30,7 @@ import pyarrow.compute as pc
 from deepvm.errors import StoreError
 from deepvm.names import MAX_NAME_LENGTH, check_date, check_name
 from deepvm.store import delta
+from deepvm.store.commit import Key, Transaction, commit, new_commit_id
 from deepvm.store.location import Location, locate
 from deepvm.store.schemas import (
     COMMIT_ID,
@@ -41,40 +39,12 @@ from deepvm.store.schemas import (
     TABLES,
     WRITER,
     month_column,
-    partition_columns,
     table_schema,
     to_arrow,
 )
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
-
-_Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
-
-
-def new_commit_id() -> str:
-    """Unique, and sortable by when the commit started (compaction drops the rows of
-    commits that never completed once they are older than the retention)."""
-    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:12]}"
-
-
-def commit_started(commit_id: str) -> dt.datetime | None:
-    try:
-        return dt.datetime.strptime(commit_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None
-
-
-@dataclass
-class _Transaction:
-    commit_id: str
-    command: str
-    staged: dict[_Key, pa.Table] = field(default_factory=dict)
-    appended: set[_Key] = field(default_factory=set)  # writers of their own: nothing to replace
-
-
-def _sql(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 class Store:
@@ -83,7 +53,7 @@ class Store:
     when the block ends."""
 
     def __init__(
-        self, location: Location, tx: _Transaction | None = None, *, check_legacy: bool = True
+        self, location: Location, tx: Transaction | None = None, *, check_legacy: bool = True
     ) -> None:
         self.location = location
         self._tx = tx
@@ -228,116 +198,12 @@ class Store:
             yield self
             return
         self.ensure_writable()
-        tx = _Transaction(new_commit_id(), command)
+        tx = Transaction(new_commit_id(), command)
         view = Store(self.location, tx, check_legacy=self.check_legacy)
         view._snapshot = self._snapshot
         yield view
-        self._commit(tx)
+        commit(self, tx)
         self.refresh()
-
-    def _commit(self, tx: _Transaction) -> None:
-        if not tx.staged:
-            return
-        versions: dict[str, int] = {}
-        tried: list[str] = []
-        try:
-            for table in sorted({key[0] for key in tx.staged}):
-                parts = [rows for key, rows in tx.staged.items() if key[0] == table]
-                tried.append(table)  # an append may land and still raise (a kill, a timeout)
-                versions[table] = self._append(table, table_schema(table), parts)
-        except BaseException:
-            self._roll_back(tx.commit_id, tried)
-            raise
-        now = pd.Timestamp(dt.datetime.now(dt.UTC))
-        marker = pa.Table.from_pylist(
-            [
-                {
-                    COMMIT_ID: tx.commit_id,
-                    "committed_at": now,
-                    "command": tx.command,
-                    "table_name": table,
-                    "table_version": versions[table],
-                    "date": None if date is None else dt.date.fromisoformat(date),
-                    WRITER: writer,
-                }
-                for table, date, writer in sorted(tx.staged, key=lambda k: (k[0], k[1] or "", k[2]))
-            ],
-            schema=COMMITS_SCHEMA,
-        )
-        self._append(COMMITS, COMMITS_SCHEMA, [marker])  # the commit point
-        replacing = [key for key in tx.staged if key not in tx.appended]
-        if replacing:
-            self.supersede(tx.commit_id, replacing)
-
-    def _roll_back(self, commit_id: str, tables: list[str]) -> None:
-        """Delete what a failed commit appended before its commit point. Readers never
-        saw those rows; this only saves the space (compaction would drop them later)."""
-        for table in tables:
-            with contextlib.suppress(Exception):  # the first error is the one to report
-                self._delete(table, f"{COMMIT_ID} = {_sql(commit_id)}")
-
-    def _append(self, table: str, schema: pa.Schema, parts: list[pa.Table]) -> int:
-        """Append rows to ``table`` (created when absent); its version after."""
-        from deltalake import CommitProperties, write_deltalake
-
-        partitions = [] if table == COMMITS else partition_columns(table)
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-
-        def append() -> int:  # a retry starts from the table as it is now
-            target = delta.create_table(self.location, table, schema, partitions)
-            write_deltalake(
-                target,
-                rows,
-                mode="append",
-                commit_properties=CommitProperties(max_commit_retries=delta.COMMIT_RETRIES),
-            )
-            return int(target.version())
-
-        return delta.retrying(self.location, f"committing {table!r} to", append)
-
-    def supersede(self, commit_id: str, keys: list[_Key]) -> None:
-        """Delete the rows that completed commits older than ``commit_id`` wrote for
-        the same (table, date, writer): readers already read ours instead."""
-        self.refresh()
-        done = self._commits()
-        mine = done[done[COMMIT_ID] == commit_id]
-        if mine.empty:
-            return
-        order = (mine["committed_at"].iloc[0], commit_id)
-        for table in sorted({key[0] for key in keys}):
-            predicate = self._superseded(table, done, order, [k for k in keys if k[0] == table])
-            if predicate:
-                self._delete(table, predicate)
-
-    def _superseded(
-        self, table: str, done: pd.DataFrame, order: tuple[object, str], keys: list[_Key]
-    ) -> str | None:
-        rows = done[done["table_name"] == table]
-        older = rows[
-            (rows["committed_at"] < order[0])
-            | ((rows["committed_at"] == order[0]) & (rows[COMMIT_ID] < order[1]))
-        ]
-        column = TABLES[table][0]
-        clauses = []
-        for _, date, writer in keys:
-            hit = older[(older[WRITER] == writer) & (older["date"] == (date or ""))]
-            if hit.empty:
-                continue
-            ids = ", ".join(_sql(c) for c in sorted(set(hit[COMMIT_ID])))
-            clause = f"{WRITER} = {_sql(writer)} AND {COMMIT_ID} IN ({ids})"
-            if column is not None and date is not None:
-                month = month_column(column)
-                clause = f"{month} = {_sql(date[:7])} AND {column} = {_sql(date)} AND {clause}"
-            clauses.append(f"({clause})")
-        return " OR ".join(clauses) or None
-
-    def _delete(self, table: str, predicate: str) -> None:
-        def delete() -> None:
-            found = self._table(table)
-            if found is not None:
-                found.delete(predicate)
-
-        delta.retrying(self.location, f"replacing rows of {table!r} in", delete)
 
     # --- writing ------------------------------------------------------------------
 
@@ -422,7 +288,7 @@ class Store:
             result = pa.concat_tables([result, *staged.values()])
         return result
 
-    def _staged(self, table: str, wanted: set[str] | None) -> dict[_Key, pa.Table]:
+    def _staged(self, table: str, wanted: set[str] | None) -> dict[Key, pa.Table]:
         if self._tx is None:
             return {}
         return {

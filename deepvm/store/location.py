@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +49,25 @@ def store_uri(uri: str | os.PathLike[str] | None = None) -> str:
     return value[len("file://") :] if value.startswith("file://") else value
 
 
+_timeout_given: ContextVar[float | None] = ContextVar("deepvm_store_timeout", default=None)
+
+
+@contextlib.contextmanager
+def request_timeout(seconds: float | None) -> Iterator[None]:
+    """Bound every store request of stores located inside the block by ``seconds``
+    (the CLI's --timeout); None keeps $DEEPVM_STORE_TIMEOUT, else the default."""
+    token = _timeout_given.set(seconds)
+    try:
+        yield
+    finally:
+        _timeout_given.reset(token)
+
+
 def timeout_s() -> float:
+    """Seconds any one store request may take, its retries included."""
+    given = _timeout_given.get()
+    if given is not None:
+        return given
     raw = os.environ.get(ENV_TIMEOUT)
     if raw is None:
         return DEFAULT_TIMEOUT_S

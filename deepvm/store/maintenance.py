@@ -15,7 +15,8 @@ from deepvm.config import DEFAULT_RETAIN_HOURS
 from deepvm.errors import StoreError
 from deepvm.names import check_date
 from deepvm.store import delta
-from deepvm.store.core import Store, StoreLike, commit_started
+from deepvm.store.commit import commit_started, sql_text
+from deepvm.store.core import Store, StoreLike
 from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ def _drop_invisible(store: Store, table: str, horizon: pd.Timestamp) -> int:
             started = commit_started(commit)
             if started is None or started >= horizon:
                 continue  # perhaps a writer still at work
-        clause = f"{WRITER} = {_sql(writer)} AND {COMMIT_ID} = {_sql(commit)}"
+        clause = f"{WRITER} = {sql_text(writer)} AND {COMMIT_ID} = {sql_text(commit)}"
         if column is not None:
-            clause = f"{column} = {_sql(date)} AND {clause}"
+            clause = f"{column} = {sql_text(date)} AND {clause}"
         clauses.append(f"({clause})")
     if not clauses:
         return 0
@@ -189,7 +190,8 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
     stale = done[~done.index.isin(newest.index) & (done["committed_at"] < horizon)]
     if not stale.empty:
         ids = " OR ".join(
-            f"({COMMIT_ID} = {_sql(c)} AND table_name = {_sql(t)} AND {WRITER} = {_sql(w)})"
+            f"({COMMIT_ID} = {sql_text(c)} AND table_name = {sql_text(t)} "
+            f"AND {WRITER} = {sql_text(w)})"
             for c, t, w in sorted(
                 set(zip(stale[COMMIT_ID], stale["table_name"], stale[WRITER], strict=True))
             )
@@ -213,10 +215,6 @@ def _vacuum(store: Store, table: str, found: DeltaTable, retain_hours: float) ->
         )
 
     return len(delta.retrying(store.location, f"removing old files of {table!r} in", vacuum))
-
-
-def _sql(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)

@@ -28,18 +28,30 @@ select t.* from {table} t join (
 def duckdb_relation(uri: Any, table: str, connection: Any = None) -> Any:
     """A DuckDB relation of ``table``'s whole rows in the store at ``uri`` (needs the
     duckdb package; reads the Delta tables as pyarrow datasets, so no DuckDB
-    extension is needed)."""
+    extension is needed). As deepvm's readers do, it reads the commits table first
+    and ``table`` at the newest version recorded there: a commit that completes in
+    between cannot hide rows it superseded."""
     import duckdb
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     from deepvm.store.core import Store
 
-    store = Store.open(uri)
+    location = Store.open(uri).location
     con = connection or duckdb.connect()
-    for name, schema in ((table, table_schema(table)), (COMMITS, COMMITS_SCHEMA)):
-        uri, options = store.location.table_uri(name), store.location.options
-        if DeltaTable.is_deltatable(uri, storage_options=options):
-            con.register(name, DeltaTable(uri, storage_options=options).to_pyarrow_dataset())
-        else:  # not written yet: no rows
-            con.register(name, schema.empty_table())
+    commits = COMMITS_SCHEMA.empty_table()
+    found = DeltaTable.is_deltatable(location.table_uri(COMMITS), location.options)
+    if found:
+        commits = DeltaTable(location.table_uri(COMMITS), storage_options=location.options)
+        commits = commits.to_pyarrow_table()
+    con.register(COMMITS, commits)
+    mine = commits.filter(pc.equal(commits["table_name"], table))["table_version"]
+    version = pc.max(mine).as_py() if len(mine) else None
+    if version is None:  # no completed commit: no rows
+        con.register(table, table_schema(table).empty_table())
+    else:
+        rows = DeltaTable(
+            location.table_uri(table), version=version, storage_options=location.options
+        )
+        con.register(table, rows.to_pyarrow_dataset())
     return con.sql(whole_rows_sql(table))
