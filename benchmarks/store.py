@@ -39,10 +39,11 @@ def _nightly(store: Path, date: str) -> list[str]:
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """CPU s and wall s of one process."""
+    """CPU s and wall s of one process (run outside the repository, so that `-m
+    deepvm` imports the deepvm on the path, not the checkout in the working folder)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env=env)
+    subprocess.run(argv, check=True, capture_output=True, env=env, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
@@ -124,6 +125,8 @@ def baseline_nightly(tree: Path | None, runs: int) -> None:
                 n = run(_nightly(new, "2026-12-01"))
                 o = run(_nightly(old, "2026-12-01"), env_old)
                 rows.append((n, o))
+                if not any(new.rglob("_delta_log")) or any(old.rglob("_delta_log")):
+                    raise SystemExit("the baseline run did not use the baseline's deepvm")
                 print(
                     f"  run {k + 1}: Delta wall {n[1]:.2f} s cpu {n[0]:.2f} s; "
                     f"Parquet files ({BASELINE_COMMIT}) wall {o[1]:.2f} s cpu {o[0]:.2f} s"

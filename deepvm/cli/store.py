@@ -21,10 +21,11 @@ def add_parsers(sub: Any) -> None:
     sts = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     chk = sts.add_parser(
         "check",
-        help="read every file, check its schema version, name the bad ones",
-        description="Read every file of every table of the store and check that it is that "
-        "table's, of this schema version. Exit status 1 when a file is bad (each is named, "
-        "with how to fix it).",
+        help="open every table, check its schema version, read every file",
+        description="Open every Delta table of the store, check its schema version (the "
+        "table property deepvm.schemaVersion) and columns, read every active file, and count "
+        "the rows no reader sees (of unfinished or superseded commits; compaction drops them). "
+        "Exit status 1 when something is wrong (each is named, with how to fix it).",
     )
     chk.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
     add_store_timeout(chk)

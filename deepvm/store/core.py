@@ -114,7 +114,7 @@ class Store:
         can be written; an object store that answers); leaves nothing behind."""
         self._check_path()
         if not self.local:  # a missing bucket or an unreachable endpoint fails here
-            if delta.open_table(self.location, COMMITS, without_files=True) is None:
+            if delta.open_table(self.location, COMMITS) is None:
                 self._commits()  # a fresh store, or one of the earlier layout
             return self
         root = self.location.root

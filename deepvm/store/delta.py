@@ -102,9 +102,7 @@ def retrying(location: Location, doing: str, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def open_table(
-    location: Location, table: str, version: int | None = None, *, without_files: bool = False
-) -> DeltaTable | None:
+def open_table(location: Location, table: str, version: int | None = None) -> DeltaTable | None:
     """The Delta table (at ``version``), or None when there is none; a table of
     another schema version is a StoreError naming the fix."""
     from deltalake import DeltaTable
@@ -112,9 +110,7 @@ def open_table(
 
     uri = location.table_uri(table)
     try:
-        found = DeltaTable(
-            uri, version=version, storage_options=location.options, without_files=without_files
-        )
+        found = DeltaTable(uri, version=version, storage_options=location.options)
     except TableNotFoundError:
         return None
     except Exception as exc:
