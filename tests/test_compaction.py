@@ -151,3 +151,36 @@ def test_bad_retention_and_date_are_one_line(tmp_path, jobs, capsys):
         assert main(["store", "compact", "--store", str(store), *extra]) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and named in lines[0]
+
+
+def test_two_compactions_within_one_second_keep_every_row_readable(
+    tmp_path, jobs, capsys, monkeypatch
+):
+    """Regression: compaction's commits rows were named by the second they were made,
+    so pruning the first of two compactions in one second deleted the second's too,
+    readers fell back to a table version whose files the vacuum had deleted."""
+    import datetime as dt
+    import types
+
+    from deepvm.store import maintenance
+
+    store = tmp_path / "s"
+    nights(store, jobs, "--no-compact")
+    capsys.readouterr()
+    before = every_reader(store)
+    second = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    ticks = iter(range(1, 999_999))
+
+    class Clock(dt.datetime):  # time moves on, a microsecond a call, within one second
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            return second + dt.timedelta(microseconds=next(ticks))
+
+    monkeypatch.setattr(
+        maintenance, "dt", types.SimpleNamespace(datetime=Clock, timedelta=dt.timedelta, UTC=dt.UTC)
+    )
+    argv = ["store", "compact", "--store", str(store), "--before", "2026-12-01", "--json"]
+    for _ in range(2):
+        assert main([*argv, "--retain-hours", "0"]) == 0
+    capsys.readouterr()
+    assert every_reader(store) == before

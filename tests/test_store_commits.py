@@ -207,3 +207,24 @@ def test_migrating_a_schema_1_and_2_store_keeps_every_row(tmp_path, capsys):
     assert main(["store", "migrate", "--store", str(store)]) == 0
     assert "nothing to migrate" in capsys.readouterr().out
     assert main(["-q", "recommend", "--budget", "3", "--store", str(store), "--json"]) == 0
+
+
+def test_compaction_after_a_rerun_of_one_migrated_date_keeps_the_others(tmp_path, capsys):
+    """Regression: pruning the commits rows of a superseded date deleted every date
+    of that commit and writer, and a migration is one commit of many dates: after a
+    re-run of one migrated date and a compaction, the other dates were gone."""
+    store = tmp_path / "legacy"
+    shutil.copytree(LEGACY / "store", store)
+    assert main(["-q", "store", "migrate", "--store", str(store)]) == 0
+    before = Store.open(store).read("prices")
+    refresh = ["prices", "refresh", "--store", str(store), "--date", "2026-11-01"]
+    assert main(["-q", *refresh, "--source", "snapshot"]) == 0
+    assert main(["-q", "store", "compact", "--store", str(store), "--retain-hours", "0"]) == 0
+    after = Store.open(store).read("prices")
+    others = {d for d in before["snapshot_date"].astype(str)} - {"2026-11-01"}
+    assert len(others) >= 3
+    keep = before[before["snapshot_date"].astype(str).isin(others)]
+    now = after[after["snapshot_date"].astype(str).isin(others)]
+    assert as_rows(now) == as_rows(keep)
+    assert (after["snapshot_date"].astype(str) == "2026-11-01").any()
+    capsys.readouterr()

@@ -15,7 +15,7 @@ from deepvm.config import DEFAULT_RETAIN_HOURS
 from deepvm.errors import StoreError
 from deepvm.names import check_date
 from deepvm.store import delta
-from deepvm.store.commit import commit_started, sql_text
+from deepvm.store.commit import commit_started, new_commit_id, sql_text
 from deepvm.store.core import Store, StoreLike
 from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 
@@ -156,10 +156,11 @@ def _record(store: Store, versions: dict[str, int]) -> None:
     from deltalake import write_deltalake
 
     now = pd.Timestamp(dt.datetime.now(dt.UTC))
+    commit_id = new_commit_id()  # unique: pruning deletes commits rows by id
     marker = pa.Table.from_pylist(
         [
             {
-                COMMIT_ID: f"{now:%Y%m%dT%H%M%S}Z-compact",
+                COMMIT_ID: commit_id,
                 "committed_at": now,
                 "command": "compact",
                 "table_name": table,
@@ -189,12 +190,12 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
     newest = done.drop_duplicates(["table_name", "date", WRITER], keep="last")
     stale = done[~done.index.isin(newest.index) & (done["committed_at"] < horizon)]
     if not stale.empty:
-        ids = " OR ".join(
+        keys = zip(stale[COMMIT_ID], stale["table_name"], stale["date"], stale[WRITER], strict=True)
+        ids = " OR ".join(  # one commit (a migration) may hold other, current dates
             f"({COMMIT_ID} = {sql_text(c)} AND table_name = {sql_text(t)} "
-            f"AND {WRITER} = {sql_text(w)})"
-            for c, t, w in sorted(
-                set(zip(stale[COMMIT_ID], stale["table_name"], stale[WRITER], strict=True))
-            )
+            f"AND {WRITER} = {sql_text(w)} AND "
+            + (f"date = {sql_text(d)})" if d else "date IS NULL)")
+            for c, t, d, w in sorted(set(keys))
         )
         delta.retrying(
             store.location, "pruning commits of", lambda: store._existing(COMMITS).delete(ids)
