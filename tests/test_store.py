@@ -38,6 +38,19 @@ def test_rewrite_replaces_the_writers_rows_of_that_date_and_keeps_others(tmp_pat
     assert DeltaTable(tmp_path / "scaling").to_pyarrow_table().num_rows == 8
 
 
+def test_rows_written_in_one_commit_read_back_in_the_order_written(tmp_path):
+    # delta-rs writes a many-chunk Arrow table's chunks in parallel, so one
+    # commit's parts could come back in either order (seen as a flaky CI failure:
+    # a local and an S3 store of the same prices disagreed on row order)
+    for attempt in range(6):
+        store = Store.open(tmp_path / str(attempt))
+        with store.transaction("test") as tx:
+            tx.write("scaling", scaling_rows(3), partition="2026-12-01", name="a")
+            tx.write("scaling", scaling_rows(5), partition="2026-12-01", name="b")
+        got = Store.open(tmp_path / str(attempt)).read("scaling")
+        assert got["n_nodes"].tolist() == [1, 2, 3, 1, 2, 3, 4, 5], attempt
+
+
 def test_bad_rows_write_nothing_and_keep_old_data(tmp_path):
     store = Store.open(tmp_path)
     store.write("scaling", scaling_rows(2), partition="2026-12-01")

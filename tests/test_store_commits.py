@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -228,3 +229,27 @@ def test_compaction_after_a_rerun_of_one_migrated_date_keeps_the_others(tmp_path
     assert as_rows(now) == as_rows(keep)
     assert (after["snapshot_date"].astype(str) == "2026-11-01").any()
     capsys.readouterr()
+
+
+def test_the_readmes_store_readers_run_as_written(tmp_path, jobs):
+    """The README's DuckDB, polars and pandas readers, each as its own script (so a
+    crash at interpreter exit, as pyarrow threads can cause, fails too)."""
+    assert main(nightly_argv(tmp_path / "deepvm-store", jobs, "2026-12-01")) == 0
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Reading the store from") : readme.index("## Development")]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    checks = [
+        "assert len(recommendations.to_table()) > 0",
+        "assert fleet.height > 0 and len(prices) > 0",
+    ]
+    assert len(blocks) == len(checks)
+    for block, check in zip(blocks, checks, strict=True):
+        done = subprocess.run(
+            [sys.executable, "-c", f"{block}\n{check}\n"],
+            cwd=tmp_path,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr

@@ -117,7 +117,8 @@ def append_rows(location: Location, table: str, schema: pa.Schema, parts: list[p
     from deltalake import CommitProperties, write_deltalake
 
     partitions = [] if table == COMMITS else partition_columns(table)
-    rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    # one chunk: delta-rs writes a table's chunks in parallel, in no set order
+    rows = pa.concat_tables(parts).combine_chunks()
 
     def append() -> int:  # a retry starts from the table as it is now
         target = delta.create_table(location, table, schema, partitions)
