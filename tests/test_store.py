@@ -114,3 +114,16 @@ def test_store_check_names_every_bad_file(tmp_path, capsys):
     assert any(torn.name in b and "cannot be read" in b for b in found["bad"])
     assert any("instances" in b for b in found["bad"])
     assert main(["store", "check", "--store", str(tmp_path / "none")]) == 2
+
+
+def test_the_commits_table_is_kept_to_a_few_files_without_store_compact(tmp_path, monkeypatch):
+    # every reader reads the whole commits table first; a year of `nightly
+    # --no-compact` left one file per night there (1.9x the nightly's CPU)
+    import deepvm.store.commit as commit
+
+    monkeypatch.setattr(commit, "COMMIT_FILES_MAX", 4)
+    for day in range(1, 11):
+        Store.open(tmp_path).write("scaling", scaling_rows(day), partition=f"2026-12-{day:02d}")
+    assert len(DeltaTable(tmp_path / "commits").file_uris()) < 4
+    got = Store.open(tmp_path).read("scaling")
+    assert got.groupby("run_date").size().tolist() == list(range(1, 11))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 
+from deepvm.errors import StoreError
 from deepvm.store import delta
 from deepvm.store.location import Location
 from deepvm.store.schemas import (
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 
 Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
+COMMIT_FILES_MAX = 32  # the commits table is rewritten into one file at this many
 
 
 def new_commit_id() -> str:
@@ -102,6 +104,23 @@ def commit(store: Store, tx: Transaction) -> None:
     replacing = [key for key in tx.staged if key not in tx.appended]
     if replacing:
         supersede(store, tx.commit_id, replacing)
+    _bound_commit_files(store)
+
+
+def _bound_commit_files(store: Store) -> None:
+    """Rewrite the commits table into one file once it holds COMMIT_FILES_MAX:
+    every reader reads all of it first, and its cost grows with its files, not its
+    rows, even where `store compact` never runs (`nightly --no-compact`).
+    Best effort: the night is committed already, and the next commit tries again."""
+    found = store._table(COMMITS)
+    if found is None or len(found.file_uris()) < COMMIT_FILES_MAX:
+        return
+    with contextlib.suppress(StoreError):
+        delta.retrying(
+            store.location,
+            "compacting the commits of",
+            lambda: store._existing(COMMITS).optimize.compact(),
+        )
 
 
 def _roll_back(store: Store, commit_id: str, tables: list[str]) -> None:

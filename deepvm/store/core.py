@@ -132,7 +132,7 @@ class Store:
             os.unlink(probe)
         except OSError as exc:
             raise delta.store_error(exc, self.location, "writing to") from None
-        if root.is_dir():
+        if root.is_dir() and delta.open_table(self.location, COMMITS) is None:
             self._commits()  # an unmigrated store is named before any work
         return self
 
