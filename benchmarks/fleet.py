@@ -26,7 +26,8 @@ from deepvm.catalog import Catalog, load_catalog, validate_catalog
 from deepvm.config import JobSpec
 from deepvm.errors import DeepvmError
 from deepvm.planner import Inputs, recommend
-from deepvm.planner.fleet_plan import FleetJob, plan_fleet
+from deepvm.planner.fleet_plan import plan_fleet
+from deepvm.planner.fleet_types import FleetJob
 from deepvm.quotas import load_quotas
 
 REGIONS = {"us-east-1": 1.0, "us-west-2": 0.95, "eu-west-1": 1.10}

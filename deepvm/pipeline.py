@@ -36,7 +36,7 @@ from deepvm.errors import (
 )
 from deepvm.names import check_date
 from deepvm.planner.api import Inputs
-from deepvm.planner.fleet_plan import FleetPlan
+from deepvm.planner.fleet_types import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
 from deepvm.store.core import Store, StoreLike
 from deepvm.store.maintenance import CompactReport

@@ -10,7 +10,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from deepvm.pipeline import PriceRefresh
-    from deepvm.planner.fleet_plan import FleetPlan
+    from deepvm.planner.fleet_types import FleetPlan
 
 
 def _md_table(df: pd.DataFrame) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 from deepvm.fitting import Fit, fits_frame
 from deepvm.output_files import atomic_output
 from deepvm.planner.api import RecommendResult
-from deepvm.planner.fleet_plan import FleetPlan
+from deepvm.planner.fleet_types import FleetPlan
 from deepvm.store import Store, StoreLike
 
 

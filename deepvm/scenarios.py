@@ -11,7 +11,7 @@ from deepvm._datasets import dataset_path
 from deepvm.config import JOB_OPTIONS, JobSpec
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH
-from deepvm.planner.fleet_plan import FleetJob
+from deepvm.planner.fleet_types import FleetJob
 from deepvm.workloads import WORKLOADS, Workload
 
 REQUIRED = ("name", "workload", "budget")

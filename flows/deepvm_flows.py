@@ -23,7 +23,7 @@ from pydantic import Field
 from deepvm import pipeline
 from deepvm.config import JobSpec
 from deepvm.errors import ParameterError, StoreError
-from deepvm.planner.fleet_plan import FleetPlan
+from deepvm.planner.fleet_types import FleetPlan
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.scenarios import Scenario, scenario_key

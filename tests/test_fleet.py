@@ -13,7 +13,9 @@ from deepvm.config import JobSpec
 from deepvm.planner.api import job_planner
 from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
 from deepvm.planner.exhaustive import enumerate_feasible
-from deepvm.planner.fleet_plan import FleetJob, plan_fleet, undominated
+from deepvm.planner.fleet_options import undominated
+from deepvm.planner.fleet_plan import plan_fleet
+from deepvm.planner.fleet_types import FleetJob
 
 MAX_NODES = 6
 ARCHS = {"throughput": DESIGN_ARCHITECTURES, "paper": (SINGLE_ANCHOR, TIERING)}

@@ -5,13 +5,9 @@ budget (docs/ARCHITECTURE.md, "For the fleet").
 ("Fleet" here is the team's jobs; :class:`deepvm.planner.fleet.Fleet` is one job's
 view of the instance types.)
 
-Each job's candidates come from its own planner: every cluster within the job's
-budget that the ``deepvm`` policy may pick, Tiering with every remote type that
-can host it, less the clusters another one dominates (no worse objective, no
-dearer, no more vCPUs in any quota). Pruning only the dominated keeps the result
-exact: a dominated cluster can be swapped for its dominator in any plan without
-breaking a constraint or losing value. The rest is a multiple-choice knapsack
-with several shared resources, solved by cvxpy/HiGHS:
+Each job's candidates come from its own planner, less the dominated ones
+(``deepvm.planner.fleet_options``). The rest is a multiple-choice knapsack with
+several shared resources, solved by cvxpy/HiGHS:
 
     maximise   sum_j priority_j value_jk x_jk
     subject to sum_k x_jk <= 1                        (a job may stay unplanned)
@@ -30,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,354 +35,26 @@ from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec
 from deepvm.errors import DeepvmError, SolverError
 from deepvm.planner import architectures as arch
 from deepvm.planner.api import Inputs, job_planner, job_spec
-from deepvm.planner.candidates import TIERING, Config, cluster_words, violations
-from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.candidates import Config, cluster_words, violations
+from deepvm.planner.fleet import Fleet, FloatArray
+from deepvm.planner.fleet_options import (
+    JobOptions,
+    PlannerRows,
+    QuotaKey,
+    cluster_usage,
+    job_options,
+    planner_rows,
+    undominated,
+)
+from deepvm.planner.fleet_types import FleetJob, FleetPlan, JobPlan, QuotaUse
 from deepvm.planner.milp import OPTIMAL, run_highs
-from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
+from deepvm.planner.policies import Planner, infeasible_budget_error
 
-# (region, quota group, market): what one quota limit counts.
-QuotaKey = tuple[str, str, str]
 # Values this close (relative) to the solo optimum count as reaching it.
 VALUE_RTOL = 1e-7
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
 SOLVER = "cvxpy/HIGHS fleet"
-# A job's cluster in the fleet plan's rows (None for each where it is unplanned).
-CLUSTER_FIELDS = (
-    "region", "zone", "architecture", "worker_type", "n_workers", "n_spot", "n_on_demand",
-    "remote_type", "n_remote", "hourly_cost", "throughput_flops",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class FleetJob:
-    """A job of the fleet: its name, budget (USD/h) and spec; ``priority`` (> 0)
-    weighs its value; ``shared`` False: it does not run at the same time as the
-    others, so it is planned alone and not counted in the shared quotas."""
-
-    name: str
-    budget: float
-    spec: JobSpec = field(default_factory=JobSpec)
-    priority: float = 1.0
-    shared: bool = True
-
-    def __post_init__(self) -> None:
-        if not (self.priority > 0 and math.isfinite(self.priority)):
-            from deepvm.errors import ParameterError
-
-            raise ParameterError("priority", self.priority, "must be a positive number")
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """One job's undominated clusters within its budget: per row its cluster,
-    score (higher is better), hourly cost and vCPUs per quota key."""
-
-    configs: list[Config]
-    score: FloatArray
-    cost: FloatArray
-    usage: FloatArray  # rows x len(keys)
-    keys: list[QuotaKey]
-    considered: int  # rows before pruning
-
-    def __len__(self) -> int:
-        return len(self.configs)
-
-    def take(self, rows: np.ndarray) -> JobOptions:
-        return JobOptions(
-            [self.configs[r] for r in rows],
-            self.score[rows],
-            self.cost[rows],
-            self.usage[rows],
-            self.keys,
-            self.considered,
-        )
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """What the fleet plan gives one job, next to what it would get alone."""
-
-    scenario: str
-    priority: float
-    shared: bool
-    planned: bool
-    value: float
-    cluster: Recommendation | None
-    solo: Recommendation | None
-    binding: str | None = None
-    note: str | None = None
-    candidates: int = 0  # clusters left for the fleet program after pruning
-    considered: int = 0  # clusters within the job's budget before pruning
-
-    def as_dict(self) -> dict[str, Any]:
-        c = self.cluster
-        return {
-            "scenario": self.scenario,
-            "planned": self.planned,
-            "priority": self.priority,
-            "shared": self.shared,
-            "value": self.value,
-            **{k: getattr(c, k) if c else None for k in CLUSTER_FIELDS},
-            "solo_throughput_flops": self.solo.throughput_flops if self.solo else None,
-            "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
-            "binding": self.binding,
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True)
-class QuotaUse:
-    region: str
-    quota_group: str
-    market: str
-    vcpus: float  # what the fleet plan runs
-    quota: float  # inf: no limit
-    solo_vcpus: float  # what the jobs' solo plans together would ask for
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "region": self.region,
-            "quota_group": self.quota_group,
-            "market": self.market,
-            "vcpus": self.vcpus,
-            "quota": self.quota if math.isfinite(self.quota) else None,
-            "solo_vcpus": self.solo_vcpus,
-        }
-
-
-@dataclass(frozen=True)
-class FleetPlan:
-    status: str
-    objective_value: float
-    team_budget: float | None
-    jobs: list[JobPlan]
-    usage: list[QuotaUse]
-    prices_snapshot: str
-    solve_s: float = 0.0
-    variables: int = 0  # binaries in the program
-    constraints: int = 0
-
-    @property
-    def hourly_cost(self) -> float:
-        return sum(j.cluster.hourly_cost for j in self.jobs if j.planned and j.cluster)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "objective_value": self.objective_value,
-            "team_budget": self.team_budget,
-            "hourly_cost": self.hourly_cost,
-            "prices_snapshot": self.prices_snapshot,
-            "jobs": [j.as_dict() for j in self.jobs],
-            "usage": [u.as_dict() for u in self.usage],
-        }
-
-
-# --- one job's candidates -------------------------------------------------------
-
-
-def _cluster_usage(fleet: Fleet, config: Config) -> dict[QuotaKey, float]:
-    """vCPUs per quota key of one cluster, from its node roles (the check's own code)."""
-    i, a = config.worker, arch.architecture(config.architecture)
-    region = fleet.gpu_region_of(i)
-    out: dict[QuotaKey, float] = {}
-
-    def add(key: QuotaKey, vcpus: float) -> None:
-        if vcpus > 0:
-            out[key] = out.get(key, 0.0) + vcpus
-
-    add((region, fleet.gpu_group[i], "spot"), config.n_spot * float(fleet.gpu_vcpus[i]))
-    add((region, fleet.gpu_group[i], "on_demand"), config.n_on_demand * float(fleet.gpu_vcpus[i]))
-    if a.remote_tier and config.remote is not None:
-        j = config.remote
-        key = (fleet.cpu_region_of(j), fleet.cpu_group[j], "on_demand")
-        add(key, config.n_remote * float(fleet.cpu_vcpus[j]))
-    return out
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Every cluster of one planner within its budget cap (see job_options), as
-    arrays: candidate, remote type (-1: none) and count, hourly cost, score, and
-    vCPUs per quota key (``keys``, the usage matrix's columns)."""
-
-    candidate: np.ndarray
-    remote: np.ndarray
-    count: np.ndarray
-    cost: FloatArray
-    score: FloatArray
-    usage: FloatArray
-    keys: list[QuotaKey]
-
-
-def planner_rows(planner: Planner) -> _Rows:
-    """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
-    fleet, c = planner.fleet, planner.candidates
-    scores, allowed = planner.policy_scores("deepvm")
-    live = np.flatnonzero(allowed & np.isfinite(scores) & np.isfinite(planner.least_cost))
-    worker_cost = np.nan_to_num(c.cost(fleet), nan=np.inf)
-    tier = c.architecture[live] == arch.code(TIERING)
-    plain = live[~tier]
-    cand, remote, count, cost = (
-        [plain],
-        [np.full(len(plain), -1)],
-        [np.zeros(len(plain))],
-        [worker_cost[plain]],
-    )
-    tiered = live[tier]
-    if tiered.size and len(fleet.cpu_types):
-        k, j, m, total = _remote_options(planner, tiered, worker_cost, math.inf)
-        cand.append(k)
-        remote.append(j)
-        count.append(m)
-        cost.append(total)
-    k_all = np.concatenate(cand).astype(np.int64)
-    j_all = np.concatenate(remote).astype(np.int64)
-    m_all = np.concatenate(count).astype(np.int64)
-    cost_all = np.concatenate(cost)
-    if planner.objective == "cost":  # minus expected total cost: makespan x hourly cost
-        makespan = -scores[k_all] / planner.least_cost[k_all]
-        score_all = -makespan * cost_all
-    else:
-        score_all = scores[k_all]
-    usage, keys = _usage_matrix(fleet, c, k_all, j_all, m_all)
-    return _Rows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
-
-
-def _usage_matrix(
-    fleet: Fleet, c: Any, k: np.ndarray, j: np.ndarray, m: np.ndarray
-) -> tuple[FloatArray, list[QuotaKey]]:
-    """vCPUs per quota key of every row, from the architectures' node roles."""
-    worker, n, codes = c.worker[k], c.n[k].astype(float), c.architecture[k]
-    spot = np.zeros(len(k))
-    for code, a in enumerate(arch.REGISTRY):
-        at = codes == code
-        spot[at] = a.n_spot(n[at])
-    vcpus = fleet.gpu_vcpus[worker]
-    keys: dict[QuotaKey, int] = {}
-
-    def key_ids(regions: Sequence[str], groups: Sequence[str], market: str) -> np.ndarray:
-        return np.array(
-            [
-                keys.setdefault((r, g, market), len(keys))
-                for r, g in zip(regions, groups, strict=True)
-            ],
-            dtype=np.int64,
-        )
-
-    gpu_regions = [fleet.gpu_region_of(i) for i in range(len(fleet.gpu_types))]
-    cpu_regions = [fleet.cpu_region_of(i) for i in range(len(fleet.cpu_types))]
-    spot_key = key_ids(gpu_regions, fleet.gpu_group, "spot")
-    od_key = key_ids(gpu_regions, fleet.gpu_group, "on_demand")
-    cpu_key = key_ids(cpu_regions, fleet.cpu_group, "on_demand")
-    usage = np.zeros((len(k), len(keys)))
-    rows = np.arange(len(k))
-    np.add.at(usage, (rows, spot_key[worker]), spot * vcpus)
-    np.add.at(usage, (rows, od_key[worker]), (n - spot) * vcpus)
-    remote = np.flatnonzero(j >= 0)
-    if remote.size:
-        np.add.at(usage, (remote, cpu_key[j[remote]]), m[remote] * fleet.cpu_vcpus[j[remote]])
-    used = np.flatnonzero(usage.any(axis=0))
-    names = list(keys)
-    return usage[:, used], [names[u] for u in used]
-
-
-def job_options(planner: Planner, budget: float, every: _Rows | None = None) -> JobOptions:
-    """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
-    each remote type that can host it, less the dominated ones. ``every``: the
-    planner's rows (planner_rows), when jobs of one spec share them."""
-    every = every if every is not None else planner_rows(planner)
-    within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
-    points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
-    kept = within[undominated(points)]
-    c = planner.candidates
-    configs = [
-        Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))
-        if j < 0
-        else Config(TIERING, int(c.worker[k]), int(c.n[k]), int(j), int(m))
-        for k, j, m in zip(
-            every.candidate[kept], every.remote[kept], every.count[kept], strict=True
-        )
-    ]
-    return JobOptions(
-        configs,
-        every.score[kept],
-        every.cost[kept],
-        every.usage[kept],
-        every.keys,
-        len(within),
-    )
-
-
-def _remote_options(
-    planner: Planner, tiered: np.ndarray, worker_cost: FloatArray, limit: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, FloatArray]:
-    """Per Tiering candidate, every remote type of its region that can host it
-    within the budget (its least node count), less those another type of the same
-    quota group beats on both cost and vCPUs."""
-    fleet, c, job = planner.fleet, planner.candidates, planner.job
-    i, n = c.worker[tiered], c.n[tiered].astype(float)
-    upper = remote_upper_bounds(fleet, limit)
-    cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
-    gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)[i]
-    usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
-    need = job.remote_memory_needed_gb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        memory = np.where(need > 0, np.ceil(need / usable - 1e-9), 1.0)
-        per_worker = np.ceil(n / gpu_nsat - 1e-9)[:, None]
-        per_remote = np.ceil(n[:, None] / cpu_nsat[None, :] - 1e-9)
-        m = np.maximum(np.maximum(per_worker, per_remote), np.maximum(memory, 1.0)[None, :])
-    gpu_region = np.array([fleet.gpu_region_of(int(w)) for w in i], dtype=object)
-    cpu_region = np.array([fleet.cpu_region_of(j) for j in range(len(usable))], dtype=object)
-    total = worker_cost[tiered][:, None] + m * fleet.cpu_ondemand[None, :]
-    ok = (gpu_region[:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
-    vcpus = m * fleet.cpu_vcpus[None, :]
-    beaten = np.zeros_like(ok)
-    groups = np.array(fleet.cpu_group, dtype=object)
-    for j in range(len(usable)):
-        for other in np.flatnonzero((groups == groups[j]) & (cpu_region == cpu_region[j])):
-            if other == j:
-                continue
-            no_worse = (
-                ok[:, other] & (total[:, other] <= total[:, j]) & (vcpus[:, other] <= vcpus[:, j])
-            )
-            better = (total[:, other] < total[:, j]) | (vcpus[:, other] < vcpus[:, j]) | (other < j)
-            beaten[:, j] |= no_worse & better
-    rows, cols = np.nonzero(ok & ~beaten)
-    return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
-
-
-def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np.ndarray:
-    """Indices (ascending) of the rows no other row dominates, every column to be
-    minimised; of identical rows the first is kept. With ``margin``, a row dominates
-    only where it is better by more than ``margin`` in column 0 and no worse in the
-    others. Rows are taken best first, so a dominator always comes before what it
-    dominates, and each block is checked against the kept rows and itself."""
-    if len(points) == 0:
-        return np.zeros(0, dtype=np.int64)
-    rest = points[:, 2:].sum(axis=1) if points.shape[1] > 2 else np.zeros(len(points))
-    second = points[:, 1] if points.shape[1] > 1 else np.zeros(len(points))
-    order = np.lexsort((np.arange(len(points)), rest, second, points[:, 0]))
-    ranked = points[order]
-    kept: list[np.ndarray] = []
-    frontier = np.zeros((0, points.shape[1]))
-    earlier_all = np.triu(np.ones((chunk, chunk), dtype=bool), k=1)  # a before b
-
-    def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
-        """beats[i, k]: row a[i] dominates row b[k]."""
-        first = a[:, None, 0] <= b[None, :, 0] - margin
-        return first & (a[:, None, 1:] <= b[None, :, 1:]).all(axis=2)
-
-    for start in range(0, len(ranked), chunk):
-        block = ranked[start : start + chunk]
-        beaten = beats(frontier, block).any(axis=0) if len(frontier) else np.zeros(len(block), bool)
-        earlier = earlier_all[: len(block), : len(block)]
-        beaten |= (beats(block, block) & earlier).any(axis=0)
-        frontier = np.vstack([frontier, block[~beaten]])
-        kept.append(order[start : start + chunk][~beaten])
-    return np.sort(np.concatenate(kept))
 
 
 def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None) -> None:
@@ -486,7 +154,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
     spec share one planner (its budget cap the largest of their budgets)."""
     fleets: dict[str, Fleet] = {}
     planners: dict[JobSpec, Planner] = {}
-    rows: dict[JobSpec, _Rows] = {}
+    rows: dict[JobSpec, PlannerRows] = {}
     caps: dict[JobSpec, float] = {}
     for w in work:
         caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
@@ -761,7 +429,7 @@ def _check(
             from deepvm.planner.candidates import hourly_cost
 
             total += hourly_cost(fleet, config)
-            for key, vcpus in _cluster_usage(fleet, config).items():
+            for key, vcpus in cluster_usage(fleet, config).items():
                 used[key] = used.get(key, 0.0) + vcpus
     for key, vcpus in used.items():
         if vcpus > _limit(inputs, key) + 1e-6:
@@ -811,7 +479,7 @@ def _usage(
         for slot, config in ((0, picks.get(w.job.name)), (1, w.solo)):
             if config is None:
                 continue
-            for key, vcpus in _cluster_usage(fleet, config).items():
+            for key, vcpus in cluster_usage(fleet, config).items():
                 out.setdefault(key, [0.0, 0.0])[slot] += vcpus
     return {key: (v[0], v[1]) for key, v in out.items()}
 
@@ -836,8 +504,8 @@ def _explain(
             continue
         fleet = w.planner.fleet
         planned = picks.get(w.job.name)
-        mine = _cluster_usage(fleet, planned) if planned is not None else {}
-        solo = _cluster_usage(fleet, w.solo)
+        mine = cluster_usage(fleet, planned) if planned is not None else {}
+        solo = cluster_usage(fleet, w.solo)
         reasons = []
         for key in sorted(solo):
             after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]

@@ -1,0 +1,118 @@
+"""What the fleet plan takes and gives (docs/ARCHITECTURE.md, "For the fleet"):
+a registered job, what the plan gives each job next to what it would get alone,
+the shared quotas' use, and the plan with its explanation. Solved by
+``deepvm.planner.fleet_plan``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepvm.config import JobSpec
+from deepvm.planner.policies import Recommendation
+
+# A job's cluster in the fleet plan's rows (None for each where it is unplanned).
+CLUSTER_FIELDS = (
+    "region", "zone", "architecture", "worker_type", "n_workers", "n_spot", "n_on_demand",
+    "remote_type", "n_remote", "hourly_cost", "throughput_flops",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FleetJob:
+    """A job of the fleet: its name, budget (USD/h) and spec; ``priority`` (> 0)
+    weighs its value; ``shared`` False: it does not run at the same time as the
+    others, so it is planned alone and not counted in the shared quotas."""
+
+    name: str
+    budget: float
+    spec: JobSpec = field(default_factory=JobSpec)
+    priority: float = 1.0
+    shared: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.priority > 0 and math.isfinite(self.priority)):
+            from deepvm.errors import ParameterError
+
+            raise ParameterError("priority", self.priority, "must be a positive number")
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the fleet plan gives one job, next to what it would get alone."""
+
+    scenario: str
+    priority: float
+    shared: bool
+    planned: bool
+    value: float
+    cluster: Recommendation | None
+    solo: Recommendation | None
+    binding: str | None = None
+    note: str | None = None
+    candidates: int = 0  # clusters left for the fleet program after pruning
+    considered: int = 0  # clusters within the job's budget before pruning
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.cluster
+        return {
+            "scenario": self.scenario,
+            "planned": self.planned,
+            "priority": self.priority,
+            "shared": self.shared,
+            "value": self.value,
+            **{k: getattr(c, k) if c else None for k in CLUSTER_FIELDS},
+            "solo_throughput_flops": self.solo.throughput_flops if self.solo else None,
+            "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
+            "binding": self.binding,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    region: str
+    quota_group: str
+    market: str
+    vcpus: float  # what the fleet plan runs
+    quota: float  # inf: no limit
+    solo_vcpus: float  # what the jobs' solo plans together would ask for
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "quota_group": self.quota_group,
+            "market": self.market,
+            "vcpus": self.vcpus,
+            "quota": self.quota if math.isfinite(self.quota) else None,
+            "solo_vcpus": self.solo_vcpus,
+        }
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    status: str
+    objective_value: float
+    team_budget: float | None
+    jobs: list[JobPlan]
+    usage: list[QuotaUse]
+    prices_snapshot: str
+    solve_s: float = 0.0
+    variables: int = 0  # binaries in the program
+    constraints: int = 0
+
+    @property
+    def hourly_cost(self) -> float:
+        return sum(j.cluster.hourly_cost for j in self.jobs if j.planned and j.cluster)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "objective_value": self.objective_value,
+            "team_budget": self.team_budget,
+            "hourly_cost": self.hourly_cost,
+            "prices_snapshot": self.prices_snapshot,
+            "jobs": [j.as_dict() for j in self.jobs],
+            "usage": [u.as_dict() for u in self.usage],
+        }
