@@ -104,23 +104,23 @@ def commit(store: Store, tx: Transaction) -> None:
     replacing = [key for key in tx.staged if key not in tx.appended]
     if replacing:
         supersede(store, tx.commit_id, replacing)
-    _bound_commit_files(store)
-
-
-def _bound_commit_files(store: Store) -> None:
-    """Rewrite the commits table into one file once it holds COMMIT_FILES_MAX:
-    every reader reads all of it first, and its cost grows with its files, not its
-    rows, even where `store compact` never runs (`nightly --no-compact`).
-    Best effort: the night is committed already, and the next commit tries again."""
-    found = store._table(COMMITS)
-    if found is None or len(found.file_uris()) < COMMIT_FILES_MAX:
-        return
+    # every reader reads all of `commits` first, at a cost that grows with its files:
+    # bounded here too, where `store compact` never runs (`nightly --no-compact`).
+    # Best effort: the night is committed already; the next commit tries again.
     with contextlib.suppress(StoreError):
-        delta.retrying(
-            store.location,
-            "compacting the commits of",
-            lambda: store._existing(COMMITS).optimize.compact(),
-        )
+        compact_commits(store, COMMIT_FILES_MAX)
+
+
+def compact_commits(store: Store, at_files: int) -> None:
+    """Rewrite the commits table into one file once it holds ``at_files`` files."""
+    found = store._table(COMMITS)
+    if found is None or len(found.file_uris()) < at_files:
+        return
+    delta.retrying(
+        store.location,
+        "compacting the commits of",
+        lambda: store._existing(COMMITS).optimize.compact(),
+    )
 
 
 def _roll_back(store: Store, commit_id: str, tables: list[str]) -> None:

@@ -15,7 +15,7 @@ from deepvm.config import DEFAULT_RETAIN_HOURS
 from deepvm.errors import StoreError
 from deepvm.names import check_date
 from deepvm.store import delta
-from deepvm.store.commit import commit_started, new_commit_id, sql_text
+from deepvm.store.commit import commit_started, compact_commits, new_commit_id, sql_text
 from deepvm.store.core import Store, StoreLike
 from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 
@@ -200,12 +200,7 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
         delta.retrying(
             store.location, "pruning commits of", lambda: store._existing(COMMITS).delete(ids)
         )
-    if len(store._existing(COMMITS).file_uris()) > 1:
-        delta.retrying(
-            store.location,
-            "compacting the commits of",
-            lambda: store._existing(COMMITS).optimize.compact(),
-        )
+    compact_commits(store, at_files=2)
     store.refresh()
 
 
