@@ -7,8 +7,8 @@ from deltalake import DeltaTable
 
 from deepvm.cli import main
 from deepvm.errors import StoreError
+from deepvm.schemas import table_schema
 from deepvm.store import TABLES, Store
-from deepvm.store.schemas import table_schema
 
 
 def scaling_rows(n: int) -> pd.DataFrame:

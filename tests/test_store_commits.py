@@ -19,8 +19,8 @@ from helpers import whole
 from tests_paths import ROOT
 
 from deepvm.cli import main
+from deepvm.schemas import COMMIT_ID
 from deepvm.store import TABLES, Store
-from deepvm.store.schemas import COMMIT_ID
 
 JOBS = """
 [[job]]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from deepvm.catalog.common import Catalog, validate_catalog
 from deepvm.catalog.snapshot import load_catalog
-from deepvm.store.schemas import TABLES
+from deepvm.schemas import TABLES
 
 # The `instances` table's columns, from the one schema module.
 INSTANCE_COLUMNS = TABLES["instances"][1].names

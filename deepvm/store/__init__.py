@@ -2,12 +2,12 @@
 folder or under an object-store prefix, and the commits table that makes a night
 whole for every reader.
 
-The modules, bottom up: ``schemas`` (the tables' columns; the catalog may import
-it), ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
+The tables' columns are ``deepvm.schemas``, below the catalog. The modules,
+bottom up: ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
 ``commit`` (the commit protocol), ``core`` (the Store: transactions, writes,
 reads), ``maintenance`` (compaction, retention, check), ``migrate`` (from
 deepvm's earlier Parquet layout), ``sql`` (the same view for SQL readers). Names are
-loaded on first use, so importing the schemas does not import delta-rs.
+loaded on first use, so ``import deepvm.store`` does not import delta-rs.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from deepvm.config import ENV_STORE as ENV_STORE
 from deepvm.names import check_date as check_date
 
 if TYPE_CHECKING:
+    from deepvm.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
     from deepvm.store.core import Store, StoreLike
     from deepvm.store.location import store_uri
     from deepvm.store.maintenance import CompactReport, StoreCheck, check_store
     from deepvm.store.migrate import MigrateReport, migrate_store
-    from deepvm.store.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
 
 _LAZY = {
-    "SCHEMA_VERSION": "deepvm.store.schemas",
-    "TABLES": "deepvm.store.schemas",
-    "describe_tables": "deepvm.store.schemas",
-    "month_column": "deepvm.store.schemas",
+    "SCHEMA_VERSION": "deepvm.schemas",
+    "TABLES": "deepvm.schemas",
+    "describe_tables": "deepvm.schemas",
+    "month_column": "deepvm.schemas",
     "Store": "deepvm.store.core",
     "StoreLike": "deepvm.store.core",
     "store_uri": "deepvm.store.location",

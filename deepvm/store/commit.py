@@ -19,9 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from deepvm.errors import StoreError
-from deepvm.store import delta
-from deepvm.store.location import Location
-from deepvm.store.schemas import (
+from deepvm.schemas import (
     COMMIT_ID,
     COMMITS,
     COMMITS_SCHEMA,
@@ -31,6 +29,8 @@ from deepvm.store.schemas import (
     partition_columns,
     table_schema,
 )
+from deepvm.store import delta
+from deepvm.store.location import Location
 
 if TYPE_CHECKING:
     from deepvm.store.core import Store

@@ -29,10 +29,7 @@ import pyarrow.compute as pc
 
 from deepvm.errors import StoreError
 from deepvm.names import MAX_NAME_LENGTH, check_date, check_name
-from deepvm.store import delta
-from deepvm.store.commit import Key, Transaction, commit, new_commit_id
-from deepvm.store.location import Location, locate
-from deepvm.store.schemas import (
+from deepvm.schemas import (
     COMMIT_ID,
     COMMITS,
     COMMITS_SCHEMA,
@@ -42,6 +39,9 @@ from deepvm.store.schemas import (
     table_schema,
     to_arrow,
 )
+from deepvm.store import delta
+from deepvm.store.commit import Key, Transaction, commit, new_commit_id
+from deepvm.store.location import Location, locate
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

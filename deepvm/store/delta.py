@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 
 from deepvm.errors import StoreError
+from deepvm.schemas import SCHEMA_PROPERTY, SCHEMA_VERSION
 from deepvm.store.location import Location
-from deepvm.store.schemas import SCHEMA_PROPERTY, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -14,10 +14,10 @@ import pyarrow as pa
 from deepvm.config import DEFAULT_RETAIN_HOURS
 from deepvm.errors import StoreError
 from deepvm.names import check_date
+from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 from deepvm.store import delta
 from deepvm.store.commit import commit_started, compact_commits, new_commit_id, sql_text
 from deepvm.store.core import Store, StoreLike
-from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -257,7 +257,7 @@ def check_store(uri: StoreLike) -> StoreCheck:
             continue
         expected = COMMITS_SCHEMA if table == COMMITS else None
         if expected is None:
-            from deepvm.store.schemas import table_schema
+            from deepvm.schemas import table_schema
 
             expected = table_schema(table)
         have = pa.schema(found.schema().to_arrow())

@@ -23,8 +23,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from deepvm.errors import StoreError
+from deepvm.schemas import TABLES, month_column
 from deepvm.store.location import Location
-from deepvm.store.schemas import TABLES, month_column
 
 _OLD_VERSIONS = ("1", "2")
 _DAY_FILE = re.compile(r"part-(\d{4}-\d{2}-\d{2})-(.+)\.parquet")

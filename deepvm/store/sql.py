@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deepvm.store.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, table_schema
+from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, table_schema
 
 
 def whole_rows_sql(table: str) -> str:

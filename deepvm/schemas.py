@@ -1,6 +1,7 @@
 """The store's tables: their columns, partitions and schema version
-(docs/ARCHITECTURE.md, "The store"). The bottom of the store package: it imports
-nothing of deepvm but errors, so the catalog may import it without the store.
+(docs/ARCHITECTURE.md, "The store"). Below the catalog and the store
+(docs/ARCHITECTURE.md, "Layers"): the catalog names the instances table's columns
+from here without importing the store.
 """
 
 from __future__ import annotations
