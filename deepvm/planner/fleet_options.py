@@ -240,8 +240,12 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
 
     def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
         """beats[i, k]: row a[i] dominates row b[k]."""
-        first = a[:, None, 0] <= b[None, :, 0] - margin
-        return first & (a[:, None, 1:] <= b[None, :, 1:]).all(axis=2)
+        out = a[:, None, 0] <= b[None, :, 0] - margin
+        for col in range(1, a.shape[1]):  # column by column: no 3-d temporary
+            if not out.any():
+                break
+            out &= a[:, None, col] <= b[None, :, col]
+        return out
 
     for start in range(0, len(ranked), chunk):
         block = ranked[start : start + chunk]

@@ -7,7 +7,7 @@ view of the instance types.)
 
 Each job's candidates come from its own planner, less the dominated ones
 (``deepvm.planner.fleet_options``). The rest is a multiple-choice knapsack with
-several shared resources, solved by cvxpy/HiGHS:
+several shared resources, solved by HiGHS (``deepvm.planner.highs``):
 
     maximise   sum_j priority_j value_jk x_jk
     subject to sum_k x_jk <= 1                        (a job may stay unplanned)
@@ -34,6 +34,7 @@ import numpy as np
 from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec
 from deepvm.errors import DeepvmError, SolverError
 from deepvm.planner import architectures as arch
+from deepvm.planner import highs
 from deepvm.planner.api import Inputs, job_planner, job_spec
 from deepvm.planner.candidates import Config, cluster_words, violations
 from deepvm.planner.fleet import Fleet, FloatArray
@@ -47,14 +48,14 @@ from deepvm.planner.fleet_options import (
     undominated,
 )
 from deepvm.planner.fleet_types import FleetJob, FleetPlan, JobPlan, QuotaUse
-from deepvm.planner.milp import OPTIMAL, run_highs
+from deepvm.planner.highs import OPTIMAL
 from deepvm.planner.policies import Planner, infeasible_budget_error
 
 # Values this close (relative) to the solo optimum count as reaching it.
 VALUE_RTOL = 1e-7
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
-SOLVER = "cvxpy/HIGHS fleet"
+SOLVER = "HiGHS fleet"
 
 
 def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None) -> None:
@@ -72,16 +73,20 @@ def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None)
     binding = {key for key, vcpus in most.items() if vcpus > _limit(inputs, key) + 1e-9}
     total_priority = sum(w.job.priority for w in shared)
     delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
+    pruned: dict[tuple[int, float], JobOptions] = {}  # jobs that share options share this
     for w in shared:
         o = w.options
         assert o is not None
-        usage = o.usage[:, [c for c, key in enumerate(o.keys) if key in binding]]
-        weight = w.job.priority * _value(w, o.score)
-        rows = undominated(np.column_stack([-weight, o.cost, usage]))
-        if team_budget is None:
-            strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
-            rows = rows[strict]
-        w.options = o.take(rows)
+        shape = (id(o), w.job.priority)
+        if shape not in pruned:
+            usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]]
+            weight = w.job.priority * _value(w, o.score)
+            rows = undominated(np.column_stack([-weight, o.cost, usage]))
+            if team_budget is None:
+                strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
+                rows = rows[strict]
+            pruned[shape] = o.take(rows)
+        w.options = pruned[shape]
 
 
 # --- the fleet ------------------------------------------------------------------
@@ -156,6 +161,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
     planners: dict[JobSpec, Planner] = {}
     rows: dict[JobSpec, PlannerRows] = {}
     caps: dict[JobSpec, float] = {}
+    options: dict[tuple[JobSpec, float], JobOptions] = {}
     for w in work:
         caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
     for w in work:
@@ -179,7 +185,10 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
             w.solo_score = _score(planner, w.solo)
             if spec not in rows:
                 rows[spec] = planner_rows(planner)
-            w.options = job_options(planner, w.job.budget, rows[spec])
+            # Jobs of one spec and budget have the same candidates: built once.
+            if (spec, w.job.budget) not in options:
+                options[spec, w.job.budget] = job_options(planner, w.job.budget, rows[spec])
+            w.options = options[spec, w.job.budget]
         except DeepvmError as exc:  # an unknown workload, say: this job only
             w.note = str(exc)
 
@@ -254,21 +263,21 @@ def _solve(
         resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
         capacity = np.append(capacity, team_budget)
     one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(len(shared), size))
-    status, bound, reduced, incumbent = _relaxation(
+    status, bound, reduced, greedy = _relaxation(
         weight, owner, one_each, resources, capacity, time_limit_s
     )
     if status != OPTIMAL:
         return status, {}, math.nan, size, 0
-    kept = _competitive(bound, reduced, incumbent)
+    kept = _competitive(bound, reduced, float(weight[greedy].sum()))
     program = _Program(weight, cost, one_each, resources, capacity, time_limit_s)
-    status, first = program.solve(kept, maximise=True)
+    status, first = program.solve(kept, maximise=True, start=greedy)
     if first is None:
         return status, {}, math.nan, len(kept), program.rows
     best = float(weight[first].sum())
     floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
     # The second solve ranges over plans worth at least `floor`: fewer candidates compete.
     near = _competitive(bound, reduced, floor)
-    status, second = program.solve(near, maximise=False, floor=floor)
+    status, second = program.solve(near, maximise=False, floor=floor, start=first)
     if second is None:
         return status, {}, math.nan, len(kept), program.rows
     picked = np.zeros(size, dtype=bool)
@@ -297,28 +306,46 @@ class _Program:
         return int(self.one_each.shape[0] + self.resources.shape[0])
 
     def solve(
-        self, columns: np.ndarray, *, maximise: bool, floor: float | None = None
+        self,
+        columns: np.ndarray,
+        *,
+        maximise: bool,
+        floor: float | None = None,
+        start: np.ndarray | None = None,
     ) -> tuple[str, np.ndarray | None]:
         """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``;
-        the status and the chosen candidates. HiGHS runs at its default tolerance
+        the status and the chosen candidates. ``start``: candidates of a plan known
+        to be feasible, where the search begins. HiGHS runs at its default tolerance
         (1e-6; tighter is several times slower here); an answer that, rounded to 0/1,
         breaks a row by more than float noise is solved again at 1e-9."""
-        import cvxpy as cp
+        import scipy.sparse as sp
 
         w, c = self.weight[columns], self.cost[columns]
         jobs, shared = self.one_each[:, columns], self.resources[:, columns]
+        blocks = [jobs, shared]
+        upper = [np.ones(jobs.shape[0]), self.capacity]
+        if floor is not None:  # value >= floor, as -value <= -floor
+            blocks.append(sp.csr_matrix(-w))
+            upper.append(np.array([-floor]))
+        matrix = sp.vstack(blocks).tocsr()
+        bounds = np.concatenate(upper)
+        initial = None
+        if start is not None:
+            initial = np.isin(columns, start).astype(float)
         for tolerance in (1e-6, 1e-9):
-            x = cp.Variable(len(columns), boolean=True)
-            constraints = [jobs @ x <= 1]
-            if shared.shape[0]:
-                constraints.append(shared @ x <= self.capacity)
-            if floor is not None:
-                constraints.append(w @ x >= floor)
-            objective = cp.Maximize(w @ x) if maximise else cp.Minimize(c @ x)
-            status, _ = run_highs(cp.Problem(objective, constraints), self.time_limit_s, tolerance)
-            if status != OPTIMAL or x.value is None:
-                return status, None
-            pick = np.round(x.value) > 0.5
+            out = highs.solve(
+                w if maximise else c,
+                matrix,
+                bounds,
+                maximise=maximise,
+                integer=True,
+                time_limit_s=self.time_limit_s,
+                feasibility_tolerance=tolerance,
+                start=initial,
+            )
+            if out.status != OPTIMAL:
+                return out.status, None
+            pick = np.round(out.values) > 0.5
             used = shared @ pick.astype(float)
             holds = (jobs @ pick.astype(float) <= 1).all() and (
                 used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)
@@ -344,35 +371,30 @@ def _relaxation(
     resources: Any,
     capacity: FloatArray,
     time_limit_s: float,
-) -> tuple[str, float, FloatArray, float]:
+) -> tuple[str, float, FloatArray, np.ndarray]:
     """The LP relaxation, for filtering candidates by duality: with its value z and
     duals y, any plan holding candidate k is worth at most z + r_k (r = weight - A'y
     <= 0), so a candidate with z + r_k below a feasible plan's value cannot be in an
-    optimal plan. Returns the status, z, r and the value of a feasible plan rounded
-    from the relaxation (_greedy_plan)."""
-    import cvxpy as cp
+    optimal plan. Returns the status, z, r and the candidates of a feasible plan
+    rounded from the relaxation (_greedy_plan)."""
     import scipy.sparse as sp
 
-    size = len(weight)
-    x = cp.Variable(size, nonneg=True)
     a = sp.vstack([one_each, resources]).tocsr()
     b = np.concatenate([np.ones(one_each.shape[0]), capacity])
-    rows = a @ x <= b
-    relaxation = cp.Problem(cp.Maximize(weight @ x), [rows])
-    status, _ = run_highs(relaxation, time_limit_s)
-    if status != OPTIMAL or rows.dual_value is None or relaxation.value is None:
-        return status, math.nan, np.zeros(0), math.nan
-    duals = np.maximum(np.asarray(rows.dual_value, dtype=float), 0.0)
+    out = highs.solve(weight, a, b, maximise=True, integer=False, time_limit_s=time_limit_s)
+    if out.status != OPTIMAL or len(out.row_duals) != len(b):
+        return out.status, math.nan, np.zeros(0), np.zeros(0, dtype=np.int64)
+    duals = np.maximum(out.row_duals, 0.0)
     reduced = weight - a.T @ duals
     bound = float(b @ duals)  # the dual bound: at least the relaxation's value
-    incumbent = _greedy_plan(weight, owner, resources, capacity, np.asarray(x.value, dtype=float))
+    incumbent = _greedy_plan(weight, owner, resources, capacity, out.values)
     return OPTIMAL, bound, reduced, incumbent
 
 
 def _greedy_plan(
     weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, lp: FloatArray
-) -> float:
-    """The value of a feasible plan rounded from the relaxation: each job, in the
+) -> np.ndarray:
+    """The candidates of a feasible plan rounded from the relaxation: each job, in the
     order of its share of the relaxation, takes its candidate with the largest LP
     weight if that still fits; then jobs left without one take their most valuable
     candidate that fits. (The relaxation has at most one fractional job per shared
@@ -381,14 +403,14 @@ def _greedy_plan(
     left = capacity.astype(float).copy()
     share = np.bincount(owner, weights=lp * weight)
     columns = [np.flatnonzero(owner == j) for j in range(len(share))]
-    total = 0.0
+    picked: list[int] = []
     open_jobs = []
     for j in np.argsort(-share, kind="stable"):
         cols = columns[j]
         k = cols[np.argmax(lp[cols])]
         if lp[k] > 1e-6 and (dense[:, k] <= left + 1e-9).all():
             left -= dense[:, k]
-            total += float(weight[k])
+            picked.append(int(k))
         else:
             open_jobs.append(j)
     for j in open_jobs:
@@ -397,8 +419,8 @@ def _greedy_plan(
         if fits.size:
             k = fits[np.argmax(weight[fits])]
             left -= dense[:, k]
-            total += float(weight[k])
-    return total
+            picked.append(int(k))
+    return np.array(sorted(picked), dtype=np.int64)
 
 
 def _limit(inputs: Inputs, key: QuotaKey) -> float:
