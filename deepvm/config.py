@@ -71,7 +71,6 @@ class JobSpec:
     deadline_h: float | None = None  # objective cost: bound on the expected makespan
     restart_s: float = DEFAULT_RESTART_S
     max_nodes: int = DEFAULT_MAX_NODES
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, str) or not self.workload.strip():
@@ -103,7 +102,6 @@ class JobSpec:
             raise ParameterError("deadline_h", self.deadline_h, "applies to objective cost only")
         _number(self, "restart_s", low=0.0)
         _whole(self, "max_nodes", low=1)
-        _number(self, "time_limit_s", low=0.0, strict=True)
 
 
 def _number(

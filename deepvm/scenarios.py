@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import tomllib
 from collections.abc import Mapping
@@ -14,6 +15,8 @@ from deepvm.names import MAX_NAME_LENGTH
 from deepvm.planner.fleet_types import FleetJob
 from deepvm.workloads import WORKLOADS, Workload
 
+log = logging.getLogger("deepvm")
+
 REQUIRED = ("name", "workload", "budget")
 # The library's parameter names as the scenarios file (and the flows) spell them.
 _KEYS = {"work_flops": "total_work", "deadline_h": "deadline_hours"}
@@ -23,6 +26,8 @@ OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
 # How the job sits in the team's fleet (deepvm.planner.fleet_plan): its weight, and
 # whether it runs at the same time as the others (sharing their quotas).
 FLEET_KEYS = ("priority", "fleet")
+# Keys the file once took that no longer do anything: read, ignored, logged.
+RETIRED_KEYS = {"time_limit_s": "one job is planned exactly: no solver time limit applies"}
 
 
 def scenario_key(param: str) -> str:
@@ -80,7 +85,9 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scen
     missing = [k for k in REQUIRED if k not in job]
     if missing:
         raise InputError(f"{label}: missing {', '.join(missing)}")
-    unknown = sorted(set(job) - set(REQUIRED) - set(OPTIONAL) - set(FLEET_KEYS))
+    for key in sorted(set(job) & set(RETIRED_KEYS)):
+        log.warning("%s: %s is ignored (%s); remove it", label, key, RETIRED_KEYS[key])
+    unknown = sorted(set(job) - set(REQUIRED) - set(OPTIONAL) - set(FLEET_KEYS) - set(RETIRED_KEYS))
     if unknown:
         raise InputError(f"{label}: unknown key(s) {', '.join(unknown)}")
     name = job["name"]
@@ -112,7 +119,7 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scen
     options: dict[str, object] = {
         _FIELDS.get(str(k), str(k)): v
         for k, v in job.items()
-        if k not in REQUIRED and k not in FLEET_KEYS
+        if k not in REQUIRED and k not in FLEET_KEYS and k not in RETIRED_KEYS
     }
     policies = options.get("policies", ("all",))  # a registered job shows every policy
     options["policies"] = tuple(policies) if isinstance(policies, list | tuple) else policies

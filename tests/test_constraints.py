@@ -4,6 +4,7 @@ one is rejected by the model check, and the MILP never picks it."""
 import numpy as np
 import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
+from milp_oracle import INFEASIBLE, OPTIMAL, ClusterMILP
 
 from deepvm.planner.candidates import (
     ON_DEMAND,
@@ -14,7 +15,6 @@ from deepvm.planner.candidates import (
     hourly_cost,
     violations,
 )
-from deepvm.planner.milp import INFEASIBLE, OPTIMAL, ClusterMILP
 from deepvm.planner.objectives import candidate_scores
 
 

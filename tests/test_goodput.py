@@ -12,6 +12,7 @@ import pytest
 from helpers import job
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from milp_oracle import MilpPlanner
 from test_milp_vs_enumeration import MAX_NODES, scenarios
 from tests_paths import PAPER_ARGS
 
@@ -140,7 +141,8 @@ def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, 
     j = job(checkpoint_gb=checkpoint)
     work = 3e13 * 3600 * hours
     deadline = deadline if objective == "cost" else None
-    planner = Planner(
+    make = Planner if solver == "numpy" else MilpPlanner
+    planner = make(
         fleet,
         j,
         objective=objective,
@@ -152,7 +154,6 @@ def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, 
         checkpoint_costs=CheckpointCosts(
             restart_s=20000, disk_gb_per_s=0.002, object_store_gb_per_s=0.001
         ),
-        solver=solver,
     )
     got = planner.optimise("deepvm", budget, 1)
     fleet = planner.fleet  # with the object-store cost

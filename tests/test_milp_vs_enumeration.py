@@ -7,6 +7,7 @@ import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from milp_oracle import MilpPlanner
 
 from deepvm.overhead import SaturationModel
 from deepvm.planner.candidates import (
@@ -168,14 +169,12 @@ def test_top3_equals_enumeration(scenario, policy_objective, method):
     solver, presolve = method
     assume(solver == "numpy" or len(fleet.regions) == 1)  # the MILP plans one region
     j = job(checkpoint_gb=checkpoint)
-    planner = Planner(
-        fleet,
-        j,
-        objective=objective,
-        budget_cap=budget,
-        max_nodes=MAX_NODES,
-        presolve=presolve,
-        solver=solver,
+    planner = (
+        Planner(fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES)
+        if solver == "numpy"
+        else MilpPlanner(
+            fleet, j, objective=objective, budget_cap=budget, max_nodes=MAX_NODES, presolve=presolve
+        )
     )
     got = [c for c, _ in planner.optimise(policy, budget, top=3)]
     assert_same_optima(fleet, j, budget, policy, objective, got, top=3)
@@ -192,14 +191,17 @@ def test_sweep_equals_enumeration(scenario, objective, method):
     policies = [p for p, o in POLICY_ARCHS if o == objective]
     solver, presolve = method
     assume(solver == "numpy" or len(fleet.regions) == 1)  # the MILP plans one region
-    planner = Planner(
-        fleet,
-        j,
-        objective=objective,
-        budget_cap=top_budget,
-        max_nodes=MAX_NODES,
-        presolve=presolve,
-        solver=solver,
+    planner = (
+        Planner(fleet, j, objective=objective, budget_cap=top_budget, max_nodes=MAX_NODES)
+        if solver == "numpy"
+        else MilpPlanner(
+            fleet,
+            j,
+            objective=objective,
+            budget_cap=top_budget,
+            max_nodes=MAX_NODES,
+            presolve=presolve,
+        )
     )
     swept = planner.sweep(policies, budgets)
     for (policy, budget), config in swept.items():

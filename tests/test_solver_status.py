@@ -1,21 +1,22 @@
 """Every solver outcome maps to a planner status; values only from verified optima."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
-
-from deepvm.cli import main
-from deepvm.errors import SolverError
-from deepvm.planner.milp import (
+from milp_oracle import (
     ERROR,
     INFEASIBLE,
     LIMIT_NO_INCUMBENT,
     LIMIT_WITH_INCUMBENT,
     OPTIMAL,
+    MilpPlanner,
     solve_status,
 )
-from deepvm.planner.policies import Planner
+
+from deepvm.cli import main
+from deepvm.errors import SolverError
 
 
 def fake(status, primal_solution_status=0):
@@ -42,13 +43,50 @@ def test_status_map(cvxpy_status, primal, ours):
 
 def test_time_limit_gives_no_values_and_a_clear_error(capsys):
     fleet = make_fleet([gpu_row("g", 1.0, 0.3), cpu_row("c", 0.2)])
-    planner = Planner(fleet, job(), budget_cap=10, time_limit_s=0.0, solver="milp")
+    planner = MilpPlanner(fleet, job(), budget_cap=10, time_limit_s=0.0)
     with pytest.raises(SolverError, match="time limit"):
         planner.optimise("deepvm", 10, 1)
-    assert planner.milp is not None
     outcome = planner.milp.solve(planner._scores[False], 10)
     assert outcome.status in (LIMIT_NO_INCUMBENT, LIMIT_WITH_INCUMBENT)
     assert outcome.config is None
-    assert main(["recommend", "--budget", "3", "--time-limit", "0"]) == 2
+    assert main(["fleet", "--time-limit", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--time-limit" in err
+
+
+def test_time_limit_on_a_single_job_command_is_accepted_and_says_it_does_nothing(capsys):
+    """No solver runs for one job: the flag is hidden, kept for scripts, and warns."""
+    assert main(["recommend", "--budget", "3", "--json", "--time-limit", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "--time-limit has no effect" in captured.err
+    assert json.loads(captured.out)["recommendations"]
+    assert main(["recommend", "--help"]) == 0
+    assert "--time-limit" not in capsys.readouterr().out
+
+
+def test_highs_statuses_of_the_fleet_program():
+    """deepvm.planner.highs: an optimum, an infeasible program, and a time limit."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner import highs
+
+    rows = sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [2.0, 3.0, 4.0]]))
+    best = highs.solve(
+        np.array([3.0, 2.0, 5.0]), rows, np.array([1.0, 3.0]), maximise=True, integer=True
+    )
+    assert best.status == highs.OPTIMAL and np.round(best.values).tolist() == [1, 0, 0]
+    lp = highs.solve(
+        np.array([3.0, 2.0, 5.0]), rows, np.array([1.0, 3.0]), maximise=True, integer=False
+    )
+    assert lp.status == highs.OPTIMAL and lp.objective >= best.objective
+    assert lp.row_duals.shape == (2,) and (lp.row_duals >= -1e-9).all()
+    none = highs.solve(
+        np.ones(3), sp.csr_matrix(-np.ones((1, 3))), np.array([-5.0]), maximise=True, integer=True
+    )
+    assert none.status == highs.INFEASIBLE and none.values.size == 0
+    limited = highs.solve(
+        np.array([3.0, 2.0, 5.0]), rows, np.array([1.0, 3.0]), maximise=True, integer=True,
+        time_limit_s=0.0,
+    )  # fmt: skip
+    assert limited.status in (highs.LIMIT_NO_INCUMBENT, highs.LIMIT_WITH_INCUMBENT)

@@ -1,5 +1,5 @@
 """The ``deepvm`` command: one module per command group (docs/ARCHITECTURE.md,
-"The command line"). Heavy imports (cvxpy, pandas) happen inside the commands so
+"The command line"). Heavy imports (pandas, pyarrow, highspy) happen inside the commands so
 ``deepvm --help`` starts fast."""
 
 from __future__ import annotations

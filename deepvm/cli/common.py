@@ -276,11 +276,14 @@ def add_job(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"largest cluster considered (default: {DEFAULT_MAX_NODES})",
     )
-    add_time_limit(p)
+    # No solver runs for one job (every candidate is evaluated exactly): the flag
+    # is still accepted, for scripts that pass it, and says so (job_from_args).
+    p.add_argument("--time-limit", type=POSITIVE, default=None, help=argparse.SUPPRESS)
     add_format(p)
 
 
 def add_time_limit(p: argparse.ArgumentParser) -> None:
+    """For commands that run a solver (``fleet``)."""
     p.add_argument(
         "--time-limit",
         type=POSITIVE,
@@ -368,6 +371,12 @@ def job_from_args(
     from deepvm.config import JobSpec
     from deepvm.workloads import training_work
 
+    if getattr(args, "time_limit", None) is not None:
+        print(
+            "deepvm: warning: --time-limit has no effect here (one job is planned "
+            "exactly, no solver runs); it applies to `deepvm fleet` and will be removed",
+            file=sys.stderr,
+        )
     return JobSpec(
         workload=args.workload,
         checkpoint_gb=args.checkpoint_gb,
@@ -385,7 +394,6 @@ def job_from_args(
         deadline_h=args.deadline_h,
         restart_s=args.restart_s,
         max_nodes=args.max_nodes,
-        time_limit_s=args.time_limit,
     )
 
 

@@ -200,7 +200,6 @@ def job_planner(
         objective=spec.objective,
         budget_cap=budget_cap,
         max_nodes=spec.max_nodes,
-        time_limit_s=spec.time_limit_s,
         work_flops=spec.work_flops,
         deadline_h=spec.deadline_h,
         checkpoint_costs=costs,

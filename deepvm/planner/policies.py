@@ -46,15 +46,7 @@ from deepvm.planner.goodput import (
     object_store_usd_per_hour,
     risk,
 )
-from deepvm.planner.milp import (
-    DEFAULT_TIME_LIMIT_S,
-    INFEASIBLE,
-    LIMIT_NO_INCUMBENT,
-    LIMIT_WITH_INCUMBENT,
-    OPTIMAL,
-    ClusterMILP,
-    SolveOutcome,
-)
+from deepvm.planner.highs import OPTIMAL
 from deepvm.planner.objectives import (
     RISK_OBJECTIVES,
     candidate_scores,
@@ -63,9 +55,9 @@ from deepvm.planner.objectives import (
 )
 
 OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
-NUMPY = "numpy"
-MILP = "milp"
-SOLVER_NAMES = {NUMPY: "numpy/exact", MILP: "cvxpy/HIGHS"}
+# The solver names recommendations carry: every candidate evaluated exactly
+# (deepvm.planner.enumeration), or a baseline policy's rule.
+SOLVER_NAME = "numpy/exact"
 BASELINE_SOLVER = "rule"
 
 
@@ -131,7 +123,8 @@ def _architectures(policy: str, objective: str) -> tuple[str, ...]:
 
 
 class Planner:
-    """Solves one job for many budgets and policies with one compiled MILP."""
+    """One job's candidates and scores, from which every policy, budget and sweep
+    is answered exactly (deepvm.planner.enumeration)."""
 
     def __init__(
         self,
@@ -141,19 +134,10 @@ class Planner:
         objective: str = "throughput",
         budget_cap: float | None = None,
         max_nodes: int = DEFAULT_MAX_NODES,
-        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-        presolve: bool = True,
         work_flops: float | None = None,
         deadline_h: float | None = None,
         checkpoint_costs: CheckpointCosts | None = None,
-        solver: str = NUMPY,
     ) -> None:
-        """``solver``: ``numpy`` evaluates every candidate (deepvm.planner.enumeration,
-        the default and what the CLI runs); ``milp`` solves the same model with
-        cvxpy/HiGHS (``presolve`` applies to it), kept as an independent cross-check."""
-        if solver not in (NUMPY, MILP):
-            raise ValueError(f"solver {solver!r}: use {NUMPY!r} or {MILP!r}")
-        self.solver = solver
         self.objective = check_objective(objective)
         if self.objective == "cost" and work_flops is None:
             raise InputError(
@@ -179,17 +163,7 @@ class Planner:
         # Per candidate, the least hourly cost of a whole cluster built on it.
         self.least_cost: FloatArray = np.nan_to_num(c.cost(fleet), nan=np.inf)
         self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
-        self.milp: ClusterMILP | None = None
         self._checked: dict[Config, tuple[list[str], float]] = {}
-        if solver == MILP:
-            self.milp = ClusterMILP(
-                fleet,
-                job,
-                self.candidates,
-                budget_cap=budget_cap,
-                time_limit_s=time_limit_s,
-                presolve=presolve,
-            )
         # Per planning model (linear scaling or not): the score and which candidates
         # the objective admits (the cost objective's deadline).
         self._scores: dict[bool, FloatArray] = {}
@@ -230,27 +204,15 @@ class Planner:
     # -- one policy, one budget ---------------------------------------------
 
     def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:
-        """Top-``top`` distinct configurations of an optimised policy, with solve seconds.
-        Raises SolverError when the solver stops without a verified optimum."""
+        """Top-``top`` distinct configurations of an optimised policy, with seconds
+        each. Raises SolverError when an answer fails the independent check."""
         allowed = self._allowed(policy)
         scores = self._scores[policy == "deepvm_noscale"]
-        if self.milp is None:
-            start = time.perf_counter()
-            picked = top_candidates(scores, self.least_cost, allowed, budget, top)
-            configs = [self._verified(self.config(k), budget) for k in picked]
-            seconds = (time.perf_counter() - start) / max(len(configs), 1)
-            return [(config, seconds) for config in configs]
-        found: list[tuple[Config, float]] = []
-        allowed = allowed.astype(float)
-        while len(found) < top:
-            outcome = self.milp.solve(scores, budget, allowed)
-            if outcome.status == INFEASIBLE:
-                break
-            if outcome.status != OPTIMAL or outcome.config is None:
-                raise SolverError(_solver_message(outcome))
-            found.append((outcome.config, outcome.solve_s))
-            allowed[self.milp.candidate_index(outcome.config)] = 0.0
-        return found
+        start = time.perf_counter()
+        picked = top_candidates(scores, self.least_cost, allowed, budget, top)
+        configs = [self._verified(self.config(k), budget) for k in picked]
+        seconds = (time.perf_counter() - start) / max(len(configs), 1)
+        return [(config, seconds) for config in configs]
 
     def config(self, k: int) -> Config:
         """Candidate ``k`` as a cluster, Tiering with its cheapest remote side."""
@@ -321,8 +283,7 @@ class Planner:
         for policy in policies:
             if policy in OPTIMISED_POLICIES:
                 for rank, (config, solve_s) in enumerate(self.optimise(policy, budget, top), 1):
-                    solver = SOLVER_NAMES[self.solver]
-                    rec = self.describe(policy, rank, config, solver, solve_s)
+                    rec = self.describe(policy, rank, config, SOLVER_NAME, solve_s)
                     if explain:  # the lower ranks are the alternatives to the first
                         rec = replace(rec, binding=explain_binding(self, config, budget))
                     if explain and rank == 1:
@@ -398,11 +359,9 @@ class Planner:
         self, policies: Sequence[str], budgets: Sequence[float]
     ) -> dict[tuple[str, float], Config | None]:
         """The best configuration of every policy at every budget (None where
-        nothing fits). The optimised policies' problems, one per (policy, budget),
-        are the blocks of one MILP (see ClusterMILP.solve_blocks)."""
+        nothing fits): one pass over the candidates sorted by cost per policy."""
         distinct = sorted(set(budgets))
         result: dict[tuple[str, float], Config | None] = {}
-        problems, keys = [], []
         for policy in policies:
             if policy not in OPTIMISED_POLICIES:
                 picks = self.baselines(policy, distinct)
@@ -410,39 +369,11 @@ class Planner:
                 continue
             allowed = self._allowed(policy)
             scores = self._scores[policy == "deepvm_noscale"]
-            if self.milp is None:
-                best = best_per_budget(scores, self.least_cost, allowed, distinct)
-                configs = {k: self.config(k) for k in set(best) if k is not None}
-                for b, k in zip(distinct, best, strict=True):
-                    result[policy, b] = None if k is None else self._verified(configs[k], b)
-                continue
-            problems += [(scores, b, allowed) for b in distinct]
-            keys += [(policy, b) for b in distinct]
-        if not problems:
-            return result
-        assert self.milp is not None
-        for key, outcome in zip(keys, self.milp.solve_blocks(problems), strict=True):
-            if outcome.status == INFEASIBLE:
-                result[key] = None
-            elif outcome.status != OPTIMAL or outcome.config is None:
-                raise SolverError(_solver_message(outcome))
-            else:
-                result[key] = outcome.config
+            best = best_per_budget(scores, self.least_cost, allowed, distinct)
+            configs = {k: self.config(k) for k in set(best) if k is not None}
+            for b, k in zip(distinct, best, strict=True):
+                result[policy, b] = None if k is None else self._verified(configs[k], b)
         return result
-
-
-def _solver_message(outcome: SolveOutcome) -> str:
-    if outcome.status == LIMIT_WITH_INCUMBENT:
-        return (
-            "the solver hit its time limit before proving an optimum (it had a feasible "
-            "cluster); raise --time-limit or shrink the catalog"
-        )
-    if outcome.status == LIMIT_NO_INCUMBENT:
-        return (
-            "the solver hit its time limit without finding any cluster; raise --time-limit "
-            "or shrink the catalog"
-        )
-    return f"the solver failed: {outcome.message or outcome.status}"
 
 
 def cheapest_cluster(fleet: Fleet, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:

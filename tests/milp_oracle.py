@@ -1,4 +1,7 @@
-"""The cluster choice as a mixed-integer linear program (cvxpy + HiGHS).
+"""The second oracle of the single-job planner (the first is the exhaustive
+enumerator, deepvm.planner.exhaustive): the cluster choice as a mixed-integer
+linear program (cvxpy + HiGHS), solved apart from the numpy planner that the
+product runs. It lives with the tests because no command needs it.
 
 Variables: one binary x_s per *slot*, each slot holding one worker candidate
 (architecture, GPU type i, n); one binary w_j per remote CPU type and an integer
@@ -45,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.config import DEFAULT_TIME_LIMIT_S as DEFAULT_TIME_LIMIT_S
+from deepvm.config import DEFAULT_TIME_LIMIT_S
+from deepvm.errors import SolverError
 from deepvm.planner.architectures import REGISTRY, code
 from deepvm.planner.candidates import (
     BUDGET_RTOL,
@@ -61,6 +65,7 @@ from deepvm.planner.enumeration import (
     remote_upper_bounds,
 )
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.policies import OPTIMISED_POLICIES, Planner
 
 # Planner statuses (cvxpy's own are mapped onto these, see STATUS_MAP).
 OPTIMAL = "optimal"
@@ -519,3 +524,74 @@ class ClusterMILP:
             & (c.n == config.n_workers)
         )
         return int(hit[0])
+
+
+class MilpPlanner(Planner):
+    """A Planner whose optimised policies are solved by ClusterMILP instead of the
+    numpy enumeration (candidates, scores and baselines are the Planner's)."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        job: Job,
+        *,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        presolve: bool = True,
+        budget_cap: float | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(fleet, job, budget_cap=budget_cap, **options)
+        self.milp = ClusterMILP(
+            self.fleet,
+            job,
+            self.candidates,
+            budget_cap=budget_cap,
+            time_limit_s=time_limit_s,
+            presolve=presolve,
+        )
+
+    def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:
+        scores, allowed_mask = self.policy_scores(policy)
+        found: list[tuple[Config, float]] = []
+        allowed = allowed_mask.astype(float)
+        while len(found) < top:
+            outcome = self.milp.solve(scores, budget, allowed)
+            if outcome.status == INFEASIBLE:
+                break
+            if outcome.status != OPTIMAL or outcome.config is None:
+                raise SolverError(solver_message(outcome))
+            found.append((outcome.config, outcome.solve_s))
+            allowed[self.milp.candidate_index(outcome.config)] = 0.0
+        return found
+
+    def sweep(
+        self, policies: Sequence[str], budgets: Sequence[float]
+    ) -> dict[tuple[str, float], Config | None]:
+        """Every (policy, budget) problem one block of a single MILP (solve_blocks)."""
+        distinct = sorted(set(budgets))
+        result: dict[tuple[str, float], Config | None] = {}
+        problems, keys = [], []
+        for policy in policies:
+            if policy not in OPTIMISED_POLICIES:
+                picks = self.baselines(policy, distinct)
+                result.update({(policy, b): c for b, c in zip(distinct, picks, strict=True)})
+                continue
+            scores, allowed = self.policy_scores(policy)
+            problems += [(scores, b, allowed.astype(float)) for b in distinct]
+            keys += [(policy, b) for b in distinct]
+        for key, outcome in zip(keys, self.milp.solve_blocks(problems), strict=True):
+            if outcome.status == INFEASIBLE:
+                result[key] = None
+            elif outcome.status != OPTIMAL or outcome.config is None:
+                raise SolverError(solver_message(outcome))
+            else:
+                result[key] = outcome.config
+        return result
+
+
+def solver_message(outcome: SolveOutcome) -> str:
+    if outcome.status == LIMIT_WITH_INCUMBENT:
+        return "the solver hit its time limit before proving an optimum (it had a feasible cluster)"
+    if outcome.status == LIMIT_NO_INCUMBENT:
+        return "the solver hit its time limit without finding any cluster"
+    return f"the solver failed: {outcome.message or outcome.status}"
