@@ -36,6 +36,8 @@ class ParameterError(InputError):
     (``deadline_h``); each front end names it its own way: the CLI as a flag
     (``--deadline-h``), a flow by its parameter (``deadline_hours``)."""
 
+    MISSING: object = object()  # the value when the parameter was not given at all
+
     def __init__(self, param: str, value: object, requirement: str) -> None:
         self.param = param
         self.value = value
@@ -45,6 +47,8 @@ class ParameterError(InputError):
     def render(self, name_of: Callable[[str], str] | None = None) -> str:
         """The message with the parameter named by ``name_of`` (a front end's spelling)."""
         name = name_of(self.param) if name_of else self.param
+        if self.value is ParameterError.MISSING:
+            return f"{name} {self.requirement}"
         shown = f"{self.value:g}" if isinstance(self.value, float) else repr(self.value)
         return f"{name} {shown} {self.requirement}"
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pandas as pd
 
@@ -38,7 +39,7 @@ from deepvm.names import check_date
 from deepvm.planner.api import Inputs
 from deepvm.planner.fleet_types import FleetPlan
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.store.core import Store, StoreLike
+from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 
 log = logging.getLogger("deepvm")
@@ -76,7 +77,7 @@ class PriceRefresh:
 
 
 def refresh_prices(
-    store_uri: StoreLike,
+    store: Store,
     source: str = "snapshot",
     *,
     snapshot_date: str | None = None,
@@ -104,7 +105,7 @@ def refresh_prices(
     if retries < 0:
         raise ParameterError("retries", retries, "must be >= 0")
     date = check_date(snapshot_date or today(), "snapshot_date")
-    store = Store.open(store_uri).ensure_writable()
+    store.ensure_writable()
     src = get_source(source, regions=regions, skypilot_csv=skypilot_csv)
     backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
     error: str | None = None
@@ -162,7 +163,7 @@ def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) 
 
 
 def compute_flopp(
-    store_uri: StoreLike,
+    store: Store,
     workloads: Sequence[str],
     snapshot_date: str | None = None,
     region: str | None = None,
@@ -173,33 +174,32 @@ def compute_flopp(
     from deepvm.store_inputs import catalog_from_store, latest_measurements
 
     date = snapshot_date or today()
-    catalog = catalog_from_store(store_uri, date, region)
-    measured = latest_measurements(store_uri)
+    catalog = catalog_from_store(store, date, region)
+    measured = latest_measurements(store)
     return [
-        write_flopp(flopp_table(catalog, w, measured), store_uri, catalog.snapshot, date)
+        write_flopp(flopp_table(catalog, w, measured), store, catalog.snapshot, date)
         for w in sorted(set(workloads))
     ]
 
 
-def refit_if_new(store_uri: StoreLike) -> list[object] | None:
+def refit_if_new(store: Store) -> list[object] | None:
     """Refit the overhead models when scaling rows are newer than the last fit."""
     from deepvm.fitting import fit_all, fit_warnings
     from deepvm.results import write_fits
     from deepvm.store_inputs import store_scaling
 
-    store = Store.open(store_uri)
     runs, fitted = store.partitions("scaling"), store.partitions("overhead_models")
     if not runs:
         return None
     if fitted and fitted[-1] > runs[-1]:  # partition dates alone: nothing is read
         return None
-    report = fit_all(store_scaling(store_uri))
+    report = fit_all(store_scaling(store))
     for warning in fit_warnings(report.fits):
         log.warning("overhead fit: %s", warning)
     for (itype, workload), why in report.skipped.items():
         log.warning("overhead fit: %s/%s not fitted: %s", itype, workload, why)
     if report.fits:
-        write_fits(report.fits, store_uri)
+        write_fits(report.fits, store)
     return list(report.fits)
 
 
@@ -214,7 +214,7 @@ class PlanOutcome:
 
 
 def replan(
-    store_uri: StoreLike,
+    store: Store,
     scenarios: Sequence[Scenario],
     snapshot_date: str | None = None,
     region: str | None = None,
@@ -229,7 +229,7 @@ def replan(
 
     date = snapshot_date or today()
     inputs = inputs or load_inputs(
-        store=store_uri, region=region, snapshot_date=date, workloads=workloads
+        store=store, region=region, snapshot_date=date, workloads=workloads
     )
     outcomes = []
     for job in scenarios:
@@ -241,13 +241,13 @@ def replan(
         except DeepvmError as exc:
             outcomes.append(PlanOutcome(job.name, None, str(exc)))
             continue
-        _, frame = write_recommendations(result, store_uri, scenario=job.name, snapshot_date=date)
+        _, frame = write_recommendations(result, store, scenario=job.name, snapshot_date=date)
         outcomes.append(PlanOutcome(job.name, frame))
     return outcomes
 
 
 def plan_fleet_stage(
-    store_uri: StoreLike,
+    store: Store,
     scenarios: Sequence[Scenario],
     snapshot_date: str | None = None,
     region: str | None = None,
@@ -263,10 +263,10 @@ def plan_fleet_stage(
 
     date = snapshot_date or today()
     inputs = inputs or load_inputs(
-        store=store_uri, region=region, snapshot_date=date, workloads=workloads
+        store=store, region=region, snapshot_date=date, workloads=workloads
     )
     plan = plan_fleet(scenarios, inputs, team_budget=team_budget)
-    write_fleet(plan, store_uri, snapshot_date=date)
+    write_fleet(plan, store, snapshot_date=date)
     return plan
 
 
@@ -300,11 +300,10 @@ def _number(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def change_report(store_uri: StoreLike, snapshot_date: str | None = None) -> pd.DataFrame:
+def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFrame:
     """Per job: tonight's fleet plan against the previous night's (the ``fleet``
     table): its cluster, cost and throughput, its value and what holds it back."""
     date = snapshot_date or today()
-    store = Store.open(store_uri)
     # Tonight's plan and the previous night's: two partitions, whatever the history.
     nights = [d for d in store.partitions("fleet") if d <= date][-2:]
     plans = store.read("fleet", partitions=nights)
@@ -354,17 +353,34 @@ class NightlyReport:
     compact_error: str | None = None  # the night is published even when compaction fails
 
 
-def compact_finished_months(store_uri: StoreLike, snapshot_date: str) -> CompactReport:
+def compact_finished_months(store: Store, snapshot_date: str) -> CompactReport:
     """Merge the files of every month that ended before the night's date and remove
     files past the retention (docs/ARCHITECTURE.md, "The store"): a year of nights
     stays a few files per month."""
     from deepvm.store.maintenance import compact
 
-    return compact(store_uri, before=snapshot_date)
+    return compact(store, before=snapshot_date)
+
+
+_T = TypeVar("_T")
+
+
+class StageRunner(Protocol):
+    """How a front end runs one stage of the night: ``run(name, stage, *args,
+    **kwargs)`` must call ``stage(*args, **kwargs)`` once and return its result
+    (the Prefect flow wraps it as a task, for its logs, state and retries)."""
+
+    def __call__(self, name: str, stage: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T: ...
+
+
+def run_directly(name: str, stage: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """The CLI's stage runner: just the call."""
+    del name
+    return stage(*args, **kwargs)
 
 
 def nightly(
-    store_uri: StoreLike,
+    store: Store,
     scenarios: Sequence[Scenario],
     *,
     source: str = "snapshot",
@@ -377,16 +393,21 @@ def nightly(
     team_budget: float | None = None,
     workloads: str | Path | None = None,
     compact: bool = True,
+    run: StageRunner = run_directly,
 ) -> NightlyReport:
-    """All stages in order, for running without Prefect. Every table's rows are
-    computed first and committed together at the end (one store commit): a night
-    that fails part-way, or is killed while it commits, leaves what deepvm reads as
-    it was. Then finished months are compacted (``compact``)."""
+    """The night's stages in order: the one sequence the CLI (``deepvm nightly``)
+    and the Prefect flow both run; ``run`` runs each stage (the flow's makes it a
+    task). Every table's rows are computed first and committed together at the
+    end (one store commit): a night that fails part-way, or is killed while it
+    commits, leaves what deepvm reads as it was. Then finished months are
+    compacted (``compact``)."""
     from deepvm.store_inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
-    with Store.open(store_uri).transaction(command="nightly") as tx:
-        prices = refresh_prices(
+    with store.transaction(command="nightly") as tx:
+        prices = run(
+            "refresh-prices",
+            refresh_prices,
             tx,
             source,
             snapshot_date=date,
@@ -398,17 +419,21 @@ def nightly(
         )
         report = NightlyReport(date, prices)
         # Every region of the snapshot is planned, each with its own quotas.
-        report.flopp_files = compute_flopp(tx, [s.spec.workload for s in scenarios], date)
-        fits = refit_if_new(tx)
+        workload_names = sorted({s.spec.workload for s in scenarios})
+        report.flopp_files = run("compute-flopp", compute_flopp, tx, workload_names, date)
+        fits = run("refit-overhead", refit_if_new, tx)
         report.refitted = None if fits is None else len(fits)
         # The night's inputs, read once for the solo plans and the fleet plan.
-        inputs = load_inputs(store=tx, snapshot_date=date, workloads=workloads)
-        report.plans = replan(tx, scenarios, date, inputs=inputs)
-        report.fleet = plan_fleet_stage(tx, scenarios, date, team_budget=team_budget, inputs=inputs)
-        report.changes = change_report(tx, date)
+        inputs = run("load-inputs", load_inputs, store=tx, snapshot_date=date, workloads=workloads)
+        report.plans = run("replan", replan, tx, scenarios, date, inputs=inputs)
+        report.fleet = run(
+            "plan-fleet", plan_fleet_stage, tx, scenarios, date, team_budget=team_budget,
+            inputs=inputs,
+        )  # fmt: skip
+        report.changes = run("change-report", change_report, tx, date)
     if compact:
         try:  # after the night is published: a failure here loses nothing of it
-            report.compacted = compact_finished_months(store_uri, date)
+            report.compacted = run("compact-store", compact_finished_months, store, date)
         except StoreError as exc:
             report.compact_error = str(exc)
     return report

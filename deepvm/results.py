@@ -14,7 +14,7 @@ from deepvm.fitting import Fit, fits_frame
 from deepvm.output_files import atomic_output
 from deepvm.planner.api import RecommendResult
 from deepvm.planner.fleet_types import FleetPlan
-from deepvm.store import Store, StoreLike
+from deepvm.store import Store
 
 
 def today_utc() -> str:
@@ -45,7 +45,7 @@ def recommendations_frame(
 
 def write_recommendations(
     result: RecommendResult,
-    store_uri: StoreLike,
+    store: Store,
     *,
     scenario: str | None = None,
     snapshot_date: str | None = None,
@@ -56,7 +56,6 @@ def write_recommendations(
     name = scenario or default_scenario(result)
     now = dt.datetime.now(dt.UTC)
     df = recommendations_frame(result, scenario=name, run_id=uuid.uuid4().hex, created_at=now)
-    store = Store.open(store_uri)
     path = store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
     return path, df
 
@@ -74,26 +73,23 @@ def fleet_frame(plan: FleetPlan, *, run_id: str, created_at: dt.datetime) -> pd.
 
 
 def write_fleet(
-    plan: FleetPlan, store_uri: StoreLike, *, snapshot_date: str | None = None
+    plan: FleetPlan, store: Store, *, snapshot_date: str | None = None
 ) -> tuple[str, pd.DataFrame]:
     """Write a fleet plan as ``fleet/snapshot_month=M/part-D-fleet.parquet``; a re-run of
     the date replaces it."""
     now = dt.datetime.now(dt.UTC)
     df = fleet_frame(plan, run_id=uuid.uuid4().hex, created_at=now)
-    store = Store.open(store_uri)
     return store.write("fleet", df, partition=snapshot_date or today_utc(), name="fleet"), df
 
 
 def write_flopp(
     df: pd.DataFrame,
-    store_uri: StoreLike,
+    store: Store,
     snapshot: str,
     snapshot_date: str | None = None,
 ) -> str:
     workload = str(df["workload"].iloc[0]) if len(df) else "empty"
-    return Store.open(store_uri).write(
-        "flopp", df, partition=snapshot_date or today_utc(), name=workload
-    )
+    return store.write("flopp", df, partition=snapshot_date or today_utc(), name=workload)
 
 
 def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
@@ -108,20 +104,20 @@ def write_parquet_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path
 # key (deepvm.store_inputs).
 
 
-def write_benchmarks(df: pd.DataFrame, store_uri: StoreLike) -> str:
+def write_benchmarks(df: pd.DataFrame, store: Store) -> str:
     """One file per benchmark run; the newest run of a workload on a type is used."""
     name = str(df["instance_type"].iloc[0])
-    return Store.open(store_uri).append("benchmarks", df, partition=today_utc(), writer=name)
+    return store.append("benchmarks", df, partition=today_utc(), writer=name)
 
 
-def write_scaling(df: pd.DataFrame, store_uri: StoreLike) -> str:
+def write_scaling(df: pd.DataFrame, store: Store) -> str:
     """One file per scaling run; the newest run of a group is fitted."""
     name = f"{df['instance_type'].iloc[0]}-{df['workload'].iloc[0]}"
-    return Store.open(store_uri).append("scaling", df, partition=today_utc(), writer=name)
+    return store.append("scaling", df, partition=today_utc(), writer=name)
 
 
-def write_fits(fits: Sequence[Fit], store_uri: StoreLike) -> str:
+def write_fits(fits: Sequence[Fit], store: Store) -> str:
     """``overhead_models`` rows of one fit run; the newest fit of a group is used."""
     df = fits_frame(fits)
     df["fitted_at"] = pd.Timestamp(dt.datetime.now(dt.UTC))
-    return Store.open(store_uri).append("overhead_models", df, partition=today_utc(), writer="fits")
+    return store.append("overhead_models", df, partition=today_utc(), writer="fits")

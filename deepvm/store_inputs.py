@@ -21,32 +21,33 @@ from deepvm.errors import DeepvmError, InputError
 from deepvm.fitting import scaling_points
 from deepvm.flopp import THROUGHPUT_COLUMNS
 from deepvm.planner.api import InputFiles, Inputs, StoredInputs
-from deepvm.store import Store, StoreLike
+from deepvm.store import Store
 from deepvm.tables import Table
 
 
 def load_inputs(
     *,
-    store: StoreLike | None = None,
+    store: Store | str | None = None,
     snapshot_date: str | None = None,
     **files: Unpack[InputFiles],
 ) -> Inputs:
-    """The planner's inputs from the user's files and, with ``store``, what the
-    store holds (see :meth:`Inputs.load` for which wins). ``snapshot_date``
-    picks the store's newest prices at or before that date."""
+    """The planner's inputs from the user's files and, with ``store`` (a Store, or
+    its URI for callers of the public API), what the store holds (see
+    :meth:`Inputs.load` for which wins). ``snapshot_date`` picks the store's
+    newest prices at or before that date."""
     if store is None:
         return Inputs.load(**files)
+    store = Store.open(store)  # the public entry point: a URI is opened here, once
     with_catalog = files.get("catalog") is None
     stored = read_stored(store, snapshot_date, files.get("region"), with_catalog=with_catalog)
     return Inputs.load(stored=stored, **files)
 
 
 def read_stored(
-    store_uri: StoreLike, snapshot_date: str | None, region: str | None, *, with_catalog: bool
+    store: Store, snapshot_date: str | None, region: str | None, *, with_catalog: bool
 ) -> StoredInputs:
     """The store's part of the inputs: prices (when it has any and ``with_catalog``),
     benchmarks and fits."""
-    store = Store.open(store_uri)
     planned = (
         catalog_from_store(store, snapshot_date, region)
         if with_catalog and store.has("prices")
@@ -61,22 +62,21 @@ def read_stored(
 
 
 def catalog_from_store(
-    store_uri: StoreLike, snapshot_date: str | None = None, region: str | None = None
+    store: Store, snapshot_date: str | None = None, region: str | None = None
 ) -> Catalog:
     """The catalog of the newest price snapshot (at or before ``snapshot_date``)."""
-    store = Store.open(store_uri)
     # Only the snapshot used is read (docs/ARCHITECTURE.md, "The store"): a year of
     # nights costs no more than one.
     dates = store.partitions("prices")
     if not dates or not store.has("instances"):
         raise DeepvmError(
-            f"store {str(store_uri)!r} has no prices yet: run "
+            f"store {store.uri!r} has no prices yet: run "
             "`deepvm nightly` or the refresh-prices flow first"
         )
     candidates = [d for d in dates if snapshot_date is None or d <= snapshot_date]
     if not candidates:
         raise InputError(
-            f"store {str(store_uri)!r} has no prices on or before {snapshot_date}; its "
+            f"store {store.uri!r} has no prices on or before {snapshot_date}; its "
             f"first snapshot is of {dates[0]}: plan on a later date or refresh prices "
             f"for {snapshot_date}"
         )
@@ -91,11 +91,11 @@ def catalog_from_store(
     return catalog_from_tables(instances, snap, label, region)
 
 
-def latest_measurements(store_uri: StoreLike) -> pd.DataFrame:
+def latest_measurements(store: Store) -> pd.DataFrame:
     """The latest successful benchmark per (instance type, workload) in a store,
     as throughput rows: instance_type, workload, flops, source. Failed rows and
     rows without a positive FLOP/s are never used."""
-    df = Store.open(store_uri).read("benchmarks")
+    df = store.read("benchmarks")
     ok = df[(df["status"] == "ok") & (df["achieved_flops"].astype(float) > 0)]
     if ok.empty:
         return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source"])
@@ -105,10 +105,10 @@ def latest_measurements(store_uri: StoreLike) -> pd.DataFrame:
     return out[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
 
 
-def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
+def fitted_overhead_table(store: Store) -> pd.DataFrame | None:
     """The selected models of the newest fit per group in a store, as an overhead
     table (instance_type, workload, model, a, b, c, p, alpha, beta, source)."""
-    df = Store.open(store_uri).read("overhead_models")
+    df = store.read("overhead_models")
     df = df[df["selected"]]
     if df.empty:
         return None
@@ -133,12 +133,12 @@ def fitted_overhead_table(store_uri: StoreLike) -> pd.DataFrame | None:
     return table.reset_index(drop=True)
 
 
-def store_scaling(store_uri: StoreLike) -> pd.DataFrame:
+def store_scaling(store: Store) -> pd.DataFrame:
     """The newest run's scaling rows of each (instance type, workload) in a store."""
-    df = Store.open(store_uri).read("scaling")
+    df = store.read("scaling")
     if df.empty:
         raise InputError(
-            f"store {str(store_uri)!r} has no scaling rows; run "
+            f"store {store.uri!r} has no scaling rows; run "
             "`deepvm benchmark-scaling --store ...` first"
         )
     df = df.sort_values(["run_date", "measured_at"])

@@ -1,6 +1,7 @@
 """deepvm as Prefect flows. Every task calls one function of the library
 (``deepvm.pipeline`` and friends); what happens here is orchestration only:
-retries, logging, artifacts and typed parameters for the UI's form.
+logging, artifacts and typed parameters for the UI's form. The nightly is
+``deepvm.pipeline.nightly`` itself, each of its stages run as a task.
 
 Run without a server: ``python -m flows.deepvm_flows nightly`` (or ``deepvm nightly``).
 """
@@ -9,12 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-import pandas as pd
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
@@ -22,12 +22,12 @@ from pydantic import Field
 
 from deepvm import pipeline
 from deepvm.config import JobSpec
-from deepvm.errors import ParameterError, StoreError
+from deepvm.errors import ParameterError
 from deepvm.planner.fleet_types import FleetPlan
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.scenarios import Scenario, scenario_key
-from deepvm.store import Store, StoreLike, store_uri
+from deepvm.store import Store, store_uri
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
 
 StoreUri = Annotated[
@@ -56,6 +56,17 @@ WorkloadsPath = Annotated[
     str | None,
     Field(description="your own workloads (CSV or TOML), which the jobs may name"),
 ]
+PriceSource = Annotated[
+    str,
+    Field(description="snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path"),
+]
+SkyPilotCsv = Annotated[
+    str | None,
+    Field(
+        description="price_source skypilot: the SkyPilot catalog CSV (vms.csv), a path on "
+        "the worker or an http(s) URL"
+    ),
+]
 PETA = 1e15
 DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
 ALL_POLICIES = PolicyName("all")
@@ -68,8 +79,18 @@ def flow_name(param: str) -> str:
     return FLOW_NAMES.get(param) or scenario_key(param)
 
 
-def _store(store: str | None) -> str:
-    return store_uri(store)
+def _store(store: str | None) -> Store:
+    """The flow's store, opened once (the form's URI, else $DEEPVM_STORE, else
+    ./deepvm-store on the worker)."""
+    return Store.open(store_uri(store))
+
+
+_T = TypeVar("_T")
+
+
+def _as_task(name: str, stage: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """pipeline.nightly's stage runner: each stage a task of its own in the UI."""
+    return cast(_T, task(name=name, cache_policy=NO_CACHE)(stage)(*args, **kwargs))
 
 
 def _artifact_key(*parts: str) -> str:
@@ -90,27 +111,33 @@ def _flow_names() -> Iterator[None]:
 # --- tasks: one library call each --------------------------------------------------
 
 
-# Tasks take a store path or the nightly's open transaction (a live handle, so
-# their results are not cached by input).
+# Tasks take the flow's opened store (a live handle, so their results are not
+# cached by input).
 
 
 @task(name="refresh-prices", cache_policy=NO_CACHE)
 def refresh_prices_task(
-    store: StoreLike,
+    store: Store,
     source: str,
     snapshot_date: str | None,
     regions: list[str] | None = None,
     timeout_s: float = pipeline.DEFAULT_PRICE_TIMEOUT_S,
+    skypilot_csv: str | None = None,
 ) -> pipeline.PriceRefresh:
     # The library retries the source with backoff and falls back to the last snapshot.
     return pipeline.refresh_prices(
-        store, source, snapshot_date=snapshot_date, regions=regions, timeout_s=timeout_s
+        store,
+        source,
+        snapshot_date=snapshot_date,
+        regions=regions,
+        timeout_s=timeout_s,
+        skypilot_csv=skypilot_csv,
     )
 
 
 @task(name="compute-flopp", cache_policy=NO_CACHE)
 def compute_flopp_task(
-    store: StoreLike,
+    store: Store,
     workloads: list[str],
     snapshot_date: str | None,
     region: str | None = None,
@@ -119,30 +146,19 @@ def compute_flopp_task(
 
 
 @task(name="refit-overhead", cache_policy=NO_CACHE)
-def refit_task(store: StoreLike) -> int | None:
+def refit_task(store: Store) -> int | None:
     fits = pipeline.refit_if_new(store)
     return None if fits is None else len(fits)
 
 
-@task(name="replan", cache_policy=NO_CACHE)
-def replan_task(
-    store: StoreLike,
-    jobs: list[Scenario],
-    snapshot_date: str | None,
-    region: str | None = None,
-    workloads: str | None = None,
-) -> list[pipeline.PlanOutcome]:
-    return pipeline.replan(store, jobs, snapshot_date, region, workloads)
-
-
 @task(name="plan-job", cache_policy=NO_CACHE)
-def plan_job_task(store: StoreLike, job: Scenario) -> pipeline.PlanOutcome:
+def plan_job_task(store: Store, job: Scenario) -> pipeline.PlanOutcome:
     return pipeline.replan(store, [job])[0]
 
 
 @task(name="plan-fleet", cache_policy=NO_CACHE)
 def plan_fleet_task(
-    store: StoreLike,
+    store: Store,
     jobs: list[Scenario],
     snapshot_date: str | None,
     team_budget: float | None = None,
@@ -153,43 +169,34 @@ def plan_fleet_task(
     )
 
 
-@task(name="change-report", cache_policy=NO_CACHE)
-def change_report_task(store: StoreLike, snapshot_date: str | None) -> pd.DataFrame:
-    return pipeline.change_report(store, snapshot_date)
-
-
-@task(name="compact-store", cache_policy=NO_CACHE)
-def compact_task(store: StoreLike, snapshot_date: str) -> dict[str, list[str]]:
-    done = pipeline.compact_finished_months(store, snapshot_date)
-    return {table: months for table, months in done.months.items() if months}
-
-
 # --- flows -------------------------------------------------------------------------
 
 
 @flow(name="refresh-prices", log_prints=True)
 def refresh_prices(
-    source: Annotated[
-        str, Field(description="snapshot, aws, azure, skypilot, or a catalog file path")
-    ] = "snapshot",
+    source: PriceSource = "snapshot",
     store: StoreUri = None,
     snapshot_date: DateText = None,
     regions: Annotated[list[str] | None, Field(description="regions to fetch (aws, azure)")] = None,
     price_timeout_s: Annotated[
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
+    skypilot_csv: SkyPilotCsv = None,
 ) -> dict[str, object]:
     """Fetch current prices into the store (stale fallback if the source fails).
 
     Args:
-        source: snapshot, aws, azure, skypilot, or a catalog file path.
+        source: snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         snapshot_date: the snapshot's date, YYYY-MM-DD (default: today, UTC).
         regions: regions to fetch (aws, azure).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
+        skypilot_csv: for source skypilot, the SkyPilot vms.csv (a path on the worker or a URL).
     """
     with _flow_names():
-        result = refresh_prices_task(_store(store), source, snapshot_date, regions, price_timeout_s)
+        result = refresh_prices_task(
+            _store(store), source, snapshot_date, regions, price_timeout_s, skypilot_csv
+        )
     logger = get_run_logger()
     if result.stale:
         logger.warning(
@@ -277,7 +284,7 @@ def recommend(
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         total_work: training FLOPs, for API callers (in the form, use work_pflop).
     """
-    uri = _store(store)
+    opened = _store(store)
     with _flow_names():
         if work_pflop is not None:
             if total_work is not None:
@@ -296,9 +303,9 @@ def recommend(
             deadline_h=deadline_hours,
         )
         job = Scenario(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
-        if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
-            refresh_prices_task(uri, "snapshot", None)
-        outcome = plan_job_task(uri, job)
+        if not opened.has("prices"):  # a fresh store: start from the snapshot
+            refresh_prices_task(opened, "snapshot", None)
+        outcome = plan_job_task(opened, job)
     if outcome.error:
         raise RuntimeError(outcome.error)
     assert outcome.recommendations is not None
@@ -334,12 +341,12 @@ def benchmark(
     from deepvm.bench.run import benchmark_frame, identify, run_benchmarks
     from deepvm.results import write_benchmarks
 
-    Store.open(_store(store)).ensure_writable()  # before minutes of measuring
+    opened = _store(store).ensure_writable()  # before minutes of measuring
     hardware = identify(instance_type)
     names = [str(w) for w in workloads]
     results = task(name="run-benchmarks")(run_benchmarks)(names, progress=False)
     frame = benchmark_frame(results, hardware)
-    write_benchmarks(frame, _store(store))
+    write_benchmarks(frame, opened)
     return frame.to_dict("records")
 
 
@@ -382,9 +389,8 @@ def benchmark_fleet(
     from prefect.deployments import run_deployment
 
     logger = get_run_logger()
-    uri = _store(store)
-    Store.open(uri).ensure_writable()
-    parameters: dict[str, Any] = {"workloads": [str(w) for w in workloads], "store": uri}
+    opened = _store(store).ensure_writable()
+    parameters: dict[str, Any] = {"workloads": [str(w) for w in workloads], "store": opened.uri}
     runs = {
         itype: cast(
             FlowRun,
@@ -404,10 +410,10 @@ def benchmark_fleet(
             time.sleep(1)
     missing = [t for t in runs if t not in states]
     failed = {t: s for t, s in states.items() if s != "COMPLETED"}
-    refitted = refit_task(uri)
+    refitted = refit_task(opened)
     catalog_workloads = [str(w) for w in workloads]
     flopp_files = (
-        compute_flopp_task(uri, catalog_workloads, None) if Store.open(uri).has("prices") else []
+        compute_flopp_task(opened, catalog_workloads, None) if opened.has("prices") else []
     )
     if missing:
         logger.error("no result within %.0f s from: %s", timeout_s, ", ".join(missing))
@@ -432,9 +438,7 @@ def nightly(
     scenarios_path: Annotated[
         str | None, Field(description="registered jobs (TOML); default: the shipped file")
     ] = None,
-    price_source: Annotated[
-        str, Field(description="snapshot, aws, azure, skypilot, or a catalog file path")
-    ] = "snapshot",
+    price_source: PriceSource = "snapshot",
     price_regions: Annotated[
         list[str] | None, Field(description="regions to fetch; every region is planned")
     ] = None,
@@ -444,54 +448,65 @@ def nightly(
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
     team_budget: TeamBudget = None,
     workloads_path: WorkloadsPath = None,
+    skypilot_csv: SkyPilotCsv = None,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
-    change report (artifact). Every table's rows are staged and published together
-    when all tasks succeeded: a failed night changes nothing. Then every month that
-    ended before the night's date is compacted into one file per table.
+    change report (artifact): ``deepvm.pipeline.nightly``, each stage a task. Every
+    table's rows are committed together when all stages succeeded: a failed night
+    changes nothing. Then every month that ended before the night's date is
+    compacted into one file per table.
 
     Args:
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         scenarios_path: registered jobs (TOML); default: the shipped file.
-        price_source: snapshot, aws, azure, skypilot, or a catalog file path.
+        price_source: snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path.
         price_regions: regions to fetch; every region is planned.
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
         team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
+        skypilot_csv: for price_source skypilot, the SkyPilot vms.csv (a path or a URL).
     """
+    from deepvm.catalog.sources import get_source
     from deepvm.scenarios import load_scenarios
     from deepvm.workloads import load_workloads
 
     logger = get_run_logger()
-    uri = _store(store)
     date = snapshot_date or pipeline.today()
     with _flow_names():
         registry = load_workloads(workloads_path) if workloads_path else None
         jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
-        with Store.open(uri).transaction(command="nightly") as tx:
-            prices = refresh_prices_task(tx, price_source, date, price_regions, price_timeout_s)
-            if prices.failed:
-                logger.warning(
-                    "price source %s UNREACHABLE (%s); re-planning on %s's snapshot (stale)",
-                    prices.source,
-                    prices.error,
-                    prices.fallback_from,
-                )
-            compute_flopp_task(tx, [j.spec.workload for j in jobs], date)
-            refitted = refit_task(tx)
-            plans = replan_task(tx, jobs, date, None, workloads_path)
-            fleet_plan = cast(
-                FleetPlan, plan_fleet_task(tx, jobs, date, team_budget, workloads_path)
-            )
-            changes = cast(pd.DataFrame, change_report_task(tx, date))
-    # After the night is published, so that a failure here loses nothing of it.
-    try:
-        compacted = compact_task(uri, date)
-    except StoreError as exc:
-        logger.warning("night published; compacting finished months failed: %s", exc)
-        compacted = {}
+        get_source(price_source, regions=price_regions, skypilot_csv=skypilot_csv)  # validates
+        report = pipeline.nightly(
+            _store(store),
+            jobs,
+            source=price_source,
+            snapshot_date=date,
+            regions=price_regions,
+            skypilot_csv=skypilot_csv,
+            timeout_s=price_timeout_s,
+            team_budget=team_budget,
+            workloads=workloads_path,
+            run=_as_task,
+        )
+    prices, plans, changes = report.prices, report.plans, report.changes
+    if prices.failed:
+        logger.warning(
+            "price source %s UNREACHABLE (%s); re-planned on %s's snapshot (stale)",
+            prices.source,
+            prices.error,
+            prices.fallback_from,
+        )
+    if report.compact_error:
+        logger.warning(
+            "night published; compacting finished months failed: %s", report.compact_error
+        )
+    compacted = (
+        {table: months for table, months in report.compacted.months.items() if months}
+        if report.compacted is not None
+        else {}
+    )
     for p in plans:
         if p.error:
             logger.error("job %s not planned: %s", p.scenario, p.error)
@@ -506,11 +521,13 @@ def nightly(
         sum(p.error is None for p in plans),
         int(changes["changed"].sum()),
     )
+    fleet_plan = report.fleet
+    assert fleet_plan is not None
     return {
         "snapshot_date": date,
         "stale_prices": prices.stale,
         "price_error": prices.error,
-        "refitted": refitted,
+        "refitted": report.refitted,
         "planned": [p.scenario for p in plans if p.error is None],
         "failed": {p.scenario: p.error for p in plans if p.error},
         "changed": changes[changes["changed"]]["scenario"].tolist(),
@@ -544,14 +561,14 @@ def fleet(
     from deepvm.scenarios import load_scenarios
     from deepvm.workloads import load_workloads
 
-    uri = _store(store)
+    opened = _store(store)
     date = snapshot_date or pipeline.today()
     with _flow_names():
         registry = load_workloads(workloads_path) if workloads_path else None
         jobs = load_scenarios(scenarios_path, registry)
-        if not Store.open(uri).has("prices"):  # a fresh store: start from the snapshot
-            refresh_prices_task(uri, "snapshot", date)
-        plan = cast(FleetPlan, plan_fleet_task(uri, jobs, date, team_budget, workloads_path))
+        if not opened.has("prices"):  # a fresh store: start from the snapshot
+            refresh_prices_task(opened, "snapshot", date)
+        plan = cast(FleetPlan, plan_fleet_task(opened, jobs, date, team_budget, workloads_path))
     create_markdown_artifact(
         key="deepvm-fleet",
         markdown=fleet_markdown(plan),

@@ -12,6 +12,7 @@ from deepvm.bench import run as bench_run  # noqa: E402
 from deepvm.bench.measure import count_step_flops, measure  # noqa: E402
 from deepvm.bench.models import build_model  # noqa: E402
 from deepvm.cli import main  # noqa: E402
+from deepvm.store import Store  # noqa: E402
 from tests.helpers import whole  # noqa: E402
 
 
@@ -159,7 +160,7 @@ def test_a_rerun_is_kept_and_the_newest_run_is_used(capsys, tmp_path):
     rows = whole(store, "benchmarks").df()
     assert len(rows) == 2  # each run its own file: nothing read back and rewritten
     newest = rows.sort_values("measured_at").iloc[-1]
-    used = latest_measurements(store)
+    used = latest_measurements(Store.open(store))
     assert len(used) == 1 and used["flops"].iloc[0] == newest["achieved_flops"]
 
 

@@ -16,6 +16,7 @@ from deepvm.planner.exhaustive import enumerate_feasible
 from deepvm.planner.fleet_options import undominated
 from deepvm.planner.fleet_plan import plan_fleet
 from deepvm.planner.fleet_types import FleetJob
+from deepvm.store import Store
 
 MAX_NODES = 6
 ARCHS = {"throughput": DESIGN_ARCHITECTURES, "paper": (SINGLE_ANCHOR, TIERING)}
@@ -377,6 +378,6 @@ def test_no_prices_on_or_before_the_date_is_named(tmp_path):
     from deepvm.pipeline import refresh_prices
     from deepvm.store_inputs import catalog_from_store
 
-    refresh_prices(str(tmp_path), "snapshot", snapshot_date="2026-12-02")
+    refresh_prices(Store.open(tmp_path), "snapshot", snapshot_date="2026-12-02")
     with pytest.raises(InputError, match="no prices on or before 2026-12-01; its first snapshot"):
-        catalog_from_store(str(tmp_path), "2026-12-01")
+        catalog_from_store(Store.open(tmp_path), "2026-12-01")

@@ -10,7 +10,7 @@ from deepvm.cli import main
 from deepvm.errors import InputError
 from deepvm.pipeline import change_report, refresh_prices
 from deepvm.scenarios import load_scenarios
-from deepvm.store import describe_tables
+from deepvm.store import Store, describe_tables
 from tests.helpers import whole
 
 
@@ -45,7 +45,7 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     assert "change report" in text
-    changes = change_report(store, "2026-12-02").set_index("scenario")
+    changes = change_report(Store.open(store), "2026-12-02").set_index("scenario")
     assert (changes["previous_date"] == "2026-12-01").all()
     # The cost-objective job leaves the dearer p4d spot nodes.
     row = changes.loc["resnet50-90-epochs-by-deadline"]
@@ -149,6 +149,6 @@ def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
     monkeypatch.setitem(sources.EXTRA_SOURCES, "down", Down)
     slept = []
     with pytest.raises(PriceSourceError, match="no earlier snapshot"):
-        refresh_prices(tmp_path, "down", retries=3, backoff_s=0.5, sleep=slept.append)
+        refresh_prices(Store.open(tmp_path), "down", retries=3, backoff_s=0.5, sleep=slept.append)
     assert slept == [0.5, 1.0, 2.0]
     assert not (tmp_path / "prices").exists()

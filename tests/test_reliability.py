@@ -386,7 +386,7 @@ def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
         wall_s=1.0,
     )
     frame = benchmark_frame([BenchmarkResult("tiny", "ok", noisy)], identify("bench-x"))
-    write_benchmarks(frame, tmp_path)
+    write_benchmarks(frame, Store.open(tmp_path))
     rows = whole(tmp_path, "benchmarks").select("warning").fetchall()
     assert rows[0][0] is not None and rows[0][0].startswith("noisy: step time p90/p10 = 3.00")
     quiet = Measurement("tiny", "cpu", "float32", 8, 1, (0.01, 0.0101, 0.0102), 1e6, 1.0)

@@ -127,3 +127,17 @@ def test_the_commits_table_is_kept_to_a_few_files_without_store_compact(tmp_path
     assert len(DeltaTable(tmp_path / "commits").file_uris()) < 4
     got = Store.open(tmp_path).read("scaling")
     assert got.groupby("run_date").size().tolist() == list(range(1, 11))
+
+
+def test_an_error_inside_a_transaction_names_the_store_by_its_path(tmp_path):
+    """Regression: errors raised by a stage given the open transaction printed the
+    Store object's repr instead of where the store is."""
+    from deepvm.errors import DeepvmError
+    from deepvm.store_inputs import catalog_from_store
+
+    where = tmp_path / "team-store"
+    with pytest.raises(DeepvmError) as raised, Store.open(where).transaction() as tx:
+        catalog_from_store(tx, "2026-12-01")
+    message = str(raised.value)
+    assert f"store {str(where)!r} has no prices yet" in message
+    assert "Store(" not in message and "object at 0x" not in message

@@ -81,7 +81,7 @@ def get_source(
     name: str, *, regions: Sequence[str] | None = None, skypilot_csv: str | None = None
 ) -> PriceSource:
     """A source by name: snapshot, aws, azure, skypilot, or a catalog file path."""
-    from deepvm.errors import InputError
+    from deepvm.errors import InputError, ParameterError
 
     if name == "snapshot":
         return SnapshotSource()
@@ -97,7 +97,12 @@ def get_source(
         from deepvm.catalog.skypilot import SkyPilotSource
 
         if not skypilot_csv:
-            raise InputError("--source skypilot needs --skypilot-csv PATH_OR_URL")
+            raise ParameterError(
+                "skypilot_csv",
+                ParameterError.MISSING,
+                "is needed by the skypilot price source: the SkyPilot catalog CSV "
+                "(vms.csv, a path or an http(s) URL)",
+            )
         return SkyPilotSource(skypilot_csv)
     if name in EXTRA_SOURCES:
         return EXTRA_SOURCES[name]()

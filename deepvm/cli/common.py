@@ -337,14 +337,19 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
-def planner_inputs(args: argparse.Namespace) -> Any:
-    """The planner's inputs; the store's readers (and pyarrow) load only with a store."""
+def planner_inputs(args: argparse.Namespace, store: Any = None) -> Any:
+    """The planner's inputs; the store's readers (and pyarrow) load only with a
+    store (``store``: the command's, already opened; else the one the options name)."""
     from deepvm.planner.api import InputFiles, Inputs
 
     files: Any = {name: getattr(args, name) for name in InputFiles.__annotations__}
-    store = store_location(args, required=False)
-    if not store:
-        return Inputs.load(**files)
+    if store is None:
+        uri = store_location(args, required=False)
+        if not uri:
+            return Inputs.load(**files)
+        from deepvm.store import Store
+
+        store = Store.open(uri)
     from deepvm.store_inputs import load_inputs
 
     return load_inputs(store=store, **files)
@@ -440,13 +445,14 @@ def store_location(args: argparse.Namespace, *, required: bool) -> str | None:
     return DEFAULT_STORE if required else None
 
 
-def writable_store(uri: str | None) -> str | None:
-    """The store a command will write, checked before any work (None: no store)."""
+def writable_store(uri: str | None) -> Any:
+    """The store a command will write, opened once and checked before any work
+    (a deepvm.store.Store; None: no store)."""
     if not uri:
         return None
     from deepvm.store import Store
 
-    return Store.open(uri).ensure_writable().uri
+    return Store.open(uri).ensure_writable()
 
 
 def hours_text(value: float) -> str:

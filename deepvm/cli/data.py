@@ -142,11 +142,13 @@ def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.flopp import flopp_table, load_throughput, merge_measurements
     from deepvm.planner.fleet import build_fleet
     from deepvm.quotas import load_quotas
+    from deepvm.store import Store
     from deepvm.store_inputs import latest_measurements
 
-    writable_store(args.store)
+    written = writable_store(args.store)
     catalog = load_catalog(args.catalog, region=args.region)
-    store = store_location(args, required=False)
+    uri = store_location(args, required=False)
+    store = written or (Store.open(uri) if uri else None)
     measured = merge_measurements(
         latest_measurements(store) if store else None,
         load_throughput(args.throughput) if args.throughput else None,
@@ -155,10 +157,10 @@ def cmd_flopp(args: argparse.Namespace) -> int:
     df = flopp_table(catalog, args.workload, measured)
     if args.market != "all":
         df = df[df["market"] == args.market]
-    if args.store:
+    if written:
         from deepvm.results import write_flopp
 
-        progress(f"wrote {write_flopp(df, args.store, catalog.snapshot)}")
+        progress(f"wrote {write_flopp(df, written, catalog.snapshot)}")
     records = json.loads(df.to_json(orient="records", date_format="iso"))
     if output_format(args) == "json":
         print_json({"workload": args.workload, "rows": records})
@@ -227,12 +229,12 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_prices(args: argparse.Namespace) -> int:
     from deepvm.store import Store
 
-    store = str(store_location(args, required=True))
+    uri = str(store_location(args, required=True))
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
         from deepvm.pipeline import refresh_prices
 
-        writable_store(store)
+        store = writable_store(uri)
         regions = regions_list(args.regions)
         get_source(args.source, regions=regions, skypilot_csv=args.skypilot_csv)  # validates
         progress(f"fetching prices from {args.source} ...")
@@ -253,7 +255,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
             "failed": r.failed,
             "attempts": r.attempts,
             "error": r.error,
-            "store": store,
+            "store": uri,
         }
         if args.json:
             print_json(summary)
@@ -266,14 +268,15 @@ def cmd_prices(args: argparse.Namespace) -> int:
             )
         else:
             print(
-                f"{r.rows} prices from {r.source} into {store} ({r.snapshot_date}); "
+                f"{r.rows} prices from {r.source} into {uri} ({r.snapshot_date}); "
                 f"{r.dropped} rows without a usable price dropped"
             )
         return 1 if r.failed else 0
-    dates = Store.open(store).partitions("prices")
+    store = Store.open(uri)
+    dates = store.partitions("prices")
     if not dates:
-        raise DeepvmError(f"store {store!r} has no prices: run `deepvm prices refresh`")
-    newest = Store.open(store).read("prices", partitions=dates[-1:])  # that snapshot only
+        raise DeepvmError(f"store {uri!r} has no prices: run `deepvm prices refresh`")
+    newest = store.read("prices", partitions=dates[-1:])  # that snapshot only
     if args.match:
         newest = newest[newest["instance_type"].str.contains(args.match, regex=False)]
     newest = newest.sort_values(["instance_type", "market", "usd_per_hour"])

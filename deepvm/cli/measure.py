@@ -284,11 +284,12 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from deepvm.fitting import fit_all, fit_warnings, load_scaling
+    from deepvm.store import Store
     from deepvm.store_inputs import store_scaling
 
-    store = store_location(args, required=False)
-    if args.store:
-        writable_store(args.store)
+    written = writable_store(args.store)
+    uri = store_location(args, required=False)
+    store = written or (Store.open(uri) if uri else None)
     if args.plot:
         check_output_path("--plot", args.plot, folder=True)
     if args.scaling:

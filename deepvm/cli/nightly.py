@@ -98,7 +98,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print_json(
             {
                 "snapshot_date": report.snapshot_date,
-                "store": store,
+                "store": store.uri,
                 "prices": {
                     "source": report.prices.source,
                     "failed": report.prices.failed,

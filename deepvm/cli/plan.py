@@ -202,10 +202,10 @@ REC_JSON_KEYS = (
 def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
-    store_uri = writable_store(store_location(args, required=False))
+    store = writable_store(store_location(args, required=False))
     if args.sky_yaml:
         _check_yaml_path(args.sky_yaml)
-    inputs = planner_inputs(args)
+    inputs = planner_inputs(args, store)
     job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
     result = recommend(args.budget, job, inputs=inputs)
     if args.sky_yaml:
@@ -220,10 +220,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         for path in write_sky_yaml(args.sky_yaml, first, workload=result.workload, title=title):
             progress(f"wrote {path}")
     written = None
-    if store_uri:
+    if store:
         from deepvm.results import write_recommendations
 
-        written, _ = write_recommendations(result, store_uri, scenario=args.scenario)
+        written, _ = write_recommendations(result, store, scenario=args.scenario)
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
     job = {"budget": result.budget, "objective": result.objective, "workload": result.workload}
     fmt = output_format(args)

@@ -12,12 +12,12 @@ import pandas as pd
 import pyarrow as pa
 
 from deepvm.config import DEFAULT_RETAIN_HOURS
-from deepvm.errors import StoreError
+from deepvm.errors import ParameterError, StoreError
 from deepvm.names import check_date
 from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 from deepvm.store import delta
 from deepvm.store.commit import commit_started, compact_commits, new_commit_id, sql_text
-from deepvm.store.core import Store, StoreLike
+from deepvm.store.core import Store
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -47,7 +47,7 @@ class CompactReport:
 
 
 def compact(
-    uri: StoreLike, before: str | None = None, retain_hours: float = DEFAULT_RETAIN_HOURS
+    store: Store, before: str | None = None, retain_hours: float = DEFAULT_RETAIN_HOURS
 ) -> CompactReport:
     """Merge the files of every month that ended before ``before`` (default: today,
     UTC), drop rows no reader can see (superseded commits; commits that never
@@ -55,12 +55,9 @@ def compact(
     version in the commits table, then delete files removed more than
     ``retain_hours`` ago. Every step is a Delta commit of its own, so writers
     running meanwhile lose nothing."""
-    cutoff = (
-        check_date(before, "--before") if before else dt.datetime.now(dt.UTC).date().isoformat()
-    )
+    cutoff = check_date(before, "before") if before else dt.datetime.now(dt.UTC).date().isoformat()
     if not 0 <= retain_hours < 1e6:
-        raise StoreError(f"--retain-hours {retain_hours!r} must be a number of hours >= 0")
-    store = Store.open(uri)
+        raise ParameterError("retain_hours", retain_hours, "must be a number of hours >= 0")
     store.ensure_writable()
     horizon = pd.Timestamp(dt.datetime.now(dt.UTC) - dt.timedelta(hours=retain_hours))
     months: dict[str, list[str]] = {}
@@ -229,12 +226,11 @@ class StoreCheck:
         return not self.bad
 
 
-def check_store(uri: StoreLike) -> StoreCheck:
+def check_store(store: Store) -> StoreCheck:
     """Open every table, check its schema version and columns, read every active
     file; nothing stops the check, so every problem is named."""
     from deepvm.store.migrate import legacy_files
 
-    store = Store.open(uri)
     files: dict[str, int] = {}
     rows: dict[str, int] = {}
     unread: dict[str, int] = {}

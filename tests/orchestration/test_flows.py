@@ -1,5 +1,7 @@
 """Each flow under prefect_test_harness, against a real temporary store."""
 
+from pathlib import Path
+
 import pytest
 from deltalake import DeltaTable
 
@@ -236,3 +238,68 @@ def test_fleet_flow_publishes_an_artifact(tmp_path):
 
     text = asyncio.run(artifact())
     assert "# deepvm fleet plan" in text and "resnet50-3usd" in text
+
+
+SKYPILOT_VMS = Path(__file__).parents[1] / "data" / "skypilot-vms.csv"
+
+
+def test_nightly_from_the_form_with_the_skypilot_source(tmp_path):
+    """Regression: the flows offered the skypilot source, which always failed
+    because the form could not pass its file. Now the file is a form field."""
+    store = str(tmp_path)
+    out = f.nightly(
+        store=store,
+        snapshot_date="2026-12-01",
+        price_source="skypilot",
+        skypilot_csv=str(SKYPILOT_VMS),
+    )
+    assert out["stale_prices"] is False and out["price_error"] is None
+    prices = whole(store, "prices").df()
+    assert set(prices["source"].str.split(":").str[0]) == {"skypilot"}
+    listed = {line.split(",")[0] for line in SKYPILOT_VMS.read_text().splitlines()[1:]}
+    assert set(prices["instance_type"]) <= listed
+    refreshed = f.refresh_prices(
+        store=store, snapshot_date="2026-12-02", source="skypilot", skypilot_csv=str(SKYPILOT_VMS)
+    )
+    assert refreshed["stale"] is False and refreshed["rows"] == 8
+
+
+def test_the_skypilot_source_without_its_file_names_the_form_field(tmp_path):
+    with pytest.raises(ValueError, match=r"^skypilot_csv is needed by the skypilot price source"):
+        f.nightly(store=str(tmp_path), snapshot_date="2026-12-01", price_source="skypilot")
+    assert not (tmp_path / "prices").exists()  # refused before anything was written
+
+
+def test_the_nightly_flow_runs_pipeline_nightly_with_each_stage_a_task(tmp_path, monkeypatch):
+    """One nightly: the flow is deepvm.pipeline.nightly with a stage runner, so the
+    flow and the CLI run the same sequence."""
+    from deepvm import pipeline
+
+    ran: list[str] = []
+    real = f._as_task
+
+    def recording(name, stage, /, *args, **kwargs):
+        ran.append(name)
+        return real(name, stage, *args, **kwargs)
+
+    monkeypatch.setattr(f, "_as_task", recording)
+    calls: list[object] = []
+    nightly = pipeline.nightly
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("run"))
+        return nightly(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "nightly", spy)
+    f.nightly(store=str(tmp_path), snapshot_date="2026-12-01")
+    assert calls == [recording]
+    assert ran == [
+        "refresh-prices",
+        "compute-flopp",
+        "refit-overhead",
+        "load-inputs",
+        "replan",
+        "plan-fleet",
+        "change-report",
+        "compact-store",
+    ]
