@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from deepvm.catalog import Catalog, validate_catalog
-from deepvm.planner import Inputs, parse_budgets
+from deepvm.cli.plan import parse_budgets
+from deepvm.planner import Inputs
 from deepvm.planner.api import make_job
 from deepvm.planner.candidates import ON_DEMAND, SINGLE_ANCHOR, hourly_cost, throughput
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible

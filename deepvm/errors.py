@@ -14,13 +14,29 @@ what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 class DeepvmError(Exception):
-    """Base class: a problem with the user's input or request, not a bug."""
+    """Base class: a problem with the user's input or request, not a bug.
+
+    A message that tells the user which parameter to change names it as
+    ``{deadline_h}`` and lists it in ``names``: each front end renders it its own
+    way (the CLI ``--deadline-h``, the flows and the scenarios file
+    ``deadline_hours``); ``str()`` gives the library's names."""
 
     exit_status = 2
+
+    def __init__(self, message: str = "", *, names: Sequence[str] = ()) -> None:
+        self.template = message
+        self.names = tuple(names)
+        super().__init__(self.render())
+
+    def render(self, name_of: Callable[[str], str] | None = None) -> str:
+        """The message with each named parameter spelled by ``name_of``."""
+        if not self.names:
+            return self.template
+        return self.template.format(**{n: name_of(n) if name_of else n for n in self.names})
 
 
 class InputError(DeepvmError):
@@ -38,19 +54,27 @@ class ParameterError(InputError):
 
     MISSING: object = object()  # the value when the parameter was not given at all
 
-    def __init__(self, param: str, value: object, requirement: str) -> None:
+    def __init__(
+        self, param: str, value: object, requirement: str, *, others: Sequence[str] = ()
+    ) -> None:
+        """``others``: further parameters the requirement names as ``{name}``."""
         self.param = param
         self.value = value
         self.requirement = requirement
-        super().__init__(self.render())
+        self.others = tuple(others)
+        super().__init__(self.render(), names=(param, *self.others))
 
     def render(self, name_of: Callable[[str], str] | None = None) -> str:
         """The message with the parameter named by ``name_of`` (a front end's spelling)."""
-        name = name_of(self.param) if name_of else self.param
+        spell = name_of or (lambda n: n)
+        name = spell(self.param)
+        requirement = self.requirement
+        if self.others:
+            requirement = requirement.format(**{n: spell(n) for n in self.others})
         if self.value is ParameterError.MISSING:
-            return f"{name} {self.requirement}"
+            return f"{name} {requirement}"
         shown = f"{self.value:g}" if isinstance(self.value, float) else repr(self.value)
-        return f"{name} {shown} {self.requirement}"
+        return f"{name} {shown} {requirement}"
 
 
 class StoreError(InputError):

@@ -235,11 +235,8 @@ def replan(
     for job in scenarios:
         try:
             result = recommend(job.budget, job.spec, inputs=inputs)
-        except ParameterError as exc:  # named as the scenarios file and the flows name it
+        except DeepvmError as exc:  # parameters named as the scenarios file and flows name them
             outcomes.append(PlanOutcome(job.name, None, exc.render(scenario_key)))
-            continue
-        except DeepvmError as exc:
-            outcomes.append(PlanOutcome(job.name, None, str(exc)))
             continue
         _, frame = write_recommendations(result, store, scenario=job.name, snapshot_date=date)
         outcomes.append(PlanOutcome(job.name, frame))

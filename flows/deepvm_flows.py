@@ -22,7 +22,7 @@ from pydantic import Field
 
 from deepvm import pipeline
 from deepvm.config import JobSpec
-from deepvm.errors import ParameterError
+from deepvm.errors import DeepvmError, ParameterError
 from deepvm.planner.fleet_types import FleetPlan
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
@@ -101,10 +101,12 @@ def _artifact_key(*parts: str) -> str:
 
 @contextmanager
 def _flow_names() -> Iterator[None]:
-    """Parameter errors name the flow's field (deadline_hours), not a CLI flag."""
+    """Errors name the flow's fields (deadline_hours), not CLI flags."""
     try:
         yield
-    except ParameterError as exc:
+    except DeepvmError as exc:
+        if not exc.names:
+            raise
         raise ValueError(exc.render(flow_name)) from None
 
 

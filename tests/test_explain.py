@@ -47,7 +47,7 @@ def test_the_node_cap_binds():
     rec = first(25.0, max_nodes=2)
     assert rec.n_workers == 2
     assert rec.binding is not None
-    assert rec.binding.startswith("the node cap (2 worker nodes; raise --max-nodes)")
+    assert rec.binding.startswith("the node cap (max_nodes = 2 worker nodes)")
     # three nodes would also break the P spot quota (3 x 96 > 256 vCPUs): both are named
     assert "spot quota" in rec.binding
 

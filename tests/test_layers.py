@@ -134,3 +134,40 @@ def test_a_catalog_that_imports_the_store_is_refused():
     store = rank_of(module_path("deepvm.store.core") or "", table)
     assert catalog is not None and store is not None
     assert store[0] > catalog[0]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "deepvm" / "planner").glob("*.py")), ids=lambda p: p.name
+)
+def test_the_planner_names_no_command_line_flag(path):
+    """The planner names parameters by its own names ({deadline_h}); each front end
+    spells them (docs/ARCHITECTURE.md, "Layers": errors)."""
+    flags = [
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.search(r"(^|[\s(`])--[a-z]", node.value)
+        and "--json" not in node.value  # highs.py: why its banner is kept off stdout
+    ]
+    assert flags == []
+
+
+def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
+    from deepvm.cli import main
+    from deepvm.config import JobSpec
+    from deepvm.pipeline import refresh_prices, replan
+    from deepvm.scenarios import Scenario
+    from deepvm.store import Store
+
+    assert main(["recommend", "--budget", "3", "--objective", "cost", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("deepvm: error: --work is needed by objective cost")
+    assert "(or --epochs with --dataset-size)" in err
+    store = Store.open(tmp_path)
+    refresh_prices(store, "snapshot", snapshot_date="2026-12-01")
+    late = Scenario("late", 3.0, JobSpec(objective="cost", work_flops=1e21, deadline_h=0.01))
+    (outcome,) = replan(store, [late], "2026-12-01")
+    assert outcome.error is not None
+    assert "raise deadline_hours to at least" in outcome.error  # the scenarios file's key
+    assert "or raise budget" in outcome.error and "--" not in outcome.error

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from deepvm.cli import common, data, measure, nightly, plan, simulate, store
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
-from deepvm.errors import DeepvmError, ParameterError
+from deepvm.errors import DeepvmError
 from deepvm.store.location import request_timeout
 
 
@@ -74,13 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with request_timeout(getattr(args, "timeout", None)):
             return COMMANDS[args.command](args)
-    except ParameterError as exc:
+    except DeepvmError as exc:  # parameters it names are spelled as flags
         _traceback(args)
         print(f"deepvm: error: {exc.render(flag_name)}", file=sys.stderr)
-        return exc.exit_status
-    except DeepvmError as exc:
-        _traceback(args)
-        print(f"deepvm: error: {exc}", file=sys.stderr)
         return exc.exit_status
     except BrokenPipeError:  # `deepvm ... | head`
         return 0

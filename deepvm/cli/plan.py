@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +36,9 @@ from deepvm.cli.common import (
 )
 from deepvm.config import (
     DEFAULT_TOP,
+    MAX_SWEEP_BUDGETS,
 )
-from deepvm.errors import DeepvmError
+from deepvm.errors import DeepvmError, InputError
 
 
 def add_parsers(sub: Any) -> None:
@@ -333,7 +335,7 @@ def _cluster_text(r: dict[str, Any]) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from deepvm.planner import parse_budgets, sweep
+    from deepvm.planner import sweep
 
     budgets = parse_budgets(args.budgets)
     check_outputs(args.out, args.plot)
@@ -535,3 +537,32 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def parse_budgets(spec: str) -> list[float]:
+    """``--budgets``: ``START:STOP:STEP`` (STOP excluded, as Python's range) or a
+    comma list."""
+    try:
+        if ":" in spec:
+            start, stop, step = (float(v) for v in spec.split(":"))
+            if step <= 0 or stop <= start:
+                raise ValueError
+            count = math.ceil((stop - start) / step - 1e-9)
+            if count > MAX_SWEEP_BUDGETS:
+                raise InputError(
+                    f"--budgets {spec!r} asks for {count:,} budgets; at most "
+                    f"{MAX_SWEEP_BUDGETS:,}: raise STEP or narrow START:STOP"
+                )
+            values = [round(start + k * step, 10) for k in range(count)]
+        else:
+            values = [float(v) for v in spec.split(",") if v.strip()]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError
+    except ValueError:
+        raise InputError(
+            f"--budgets {spec!r} must be START:STOP:STEP with STOP > START and STEP > 0, "
+            "or a comma-separated list"
+        ) from None
+    if not values or any(v < 0 for v in values) or max(values) <= 0:
+        raise InputError(f"--budgets {spec!r} must be budgets >= 0 with at least one > 0")
+    return values

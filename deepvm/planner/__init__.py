@@ -6,7 +6,6 @@ from deepvm.planner.api import (
     RecommendResult,
     SweepResult,
     compare,
-    parse_budgets,
     recommend,
     sweep,
 )
@@ -24,7 +23,6 @@ __all__ = [
     "Recommendation",
     "SweepResult",
     "compare",
-    "parse_budgets",
     "recommend",
     "sweep",
 ]

@@ -248,8 +248,9 @@ def recommend(
                     f"no cluster within ${budget:g}/h finishes the work by the "
                     f"{spec.deadline_h:g} h deadline: the fastest, "
                     f"{cluster_words(planner.fleet, fastest[0])}, takes {fastest[1]:.4g} h "
-                    "expected; raise --deadline-h to at least "
-                    f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise --budget"
+                    "expected; raise {deadline_h} to at least "
+                    f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise {{budget}}",
+                    names=("deadline_h", "budget"),
                 )
         raise infeasible_budget_error(fleet, job, budget, spec.max_nodes)
     return RecommendResult(
@@ -283,34 +284,6 @@ def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
         return None
     config = found[0][0]
     return config, fastest.describe("deepvm", 1, config, "", 0.0).expected_makespan_h
-
-
-def parse_budgets(spec: str) -> list[float]:
-    """``START:STOP:STEP`` (STOP excluded, as Python's range) or a comma list."""
-    try:
-        if ":" in spec:
-            start, stop, step = (float(v) for v in spec.split(":"))
-            if step <= 0 or stop <= start:
-                raise ValueError
-            count = math.ceil((stop - start) / step - 1e-9)
-            if count > MAX_SWEEP_BUDGETS:
-                raise InputError(
-                    f"--budgets {spec!r} asks for {count:,} budgets; at most "
-                    f"{MAX_SWEEP_BUDGETS:,}: raise STEP or narrow START:STOP"
-                )
-            values = [round(start + k * step, 10) for k in range(count)]
-        else:
-            values = [float(v) for v in spec.split(",") if v.strip()]
-        if not all(math.isfinite(v) for v in values):
-            raise ValueError
-    except ValueError:
-        raise InputError(
-            f"--budgets {spec!r} must be START:STOP:STEP with STOP > START and STEP > 0, "
-            "or a comma-separated list"
-        ) from None
-    if not values or any(v < 0 for v in values) or max(values) <= 0:
-        raise InputError(f"--budgets {spec!r} must be budgets >= 0 with at least one > 0")
-    return values
 
 
 @dataclass(frozen=True)
@@ -361,9 +334,15 @@ def sweep(
     if spec is None and "policies" not in options:
         options = {**options, "policies": ("all",)}
     spec = job_spec(spec, options)
+    if len(budgets) > MAX_SWEEP_BUDGETS:
+        raise ParameterError(
+            "budgets", f"{len(budgets):,} budgets", f"is too many: at most {MAX_SWEEP_BUDGETS:,}"
+        )
     budgets = sorted({_check_budget(b, "budgets", allow_zero=True) for b in budgets})
-    if not budgets:
-        raise InputError("sweep needs at least one budget")
+    if not budgets or max(budgets) <= 0:
+        raise ParameterError(
+            "budgets", budgets, "must hold budgets >= 0 (USD/h), at least one of them > 0"
+        )
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
     fleet = inputs.fleet(spec.workload)
@@ -496,7 +475,8 @@ def cluster_risk(
         raise ParameterError(
             "instance_type",
             instance_type,
-            f"is in several regions ({listed}); pick one with --region",
+            f"is in several regions ({listed}); pick one with {{region}}",
+            others=("region",),
         )
     i = places[0]
     remote = None

@@ -51,7 +51,7 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
     fleet, n = planner.fleet, config.n_workers
     reasons = []
     if n >= planner.max_nodes:
-        reasons.append(f"the node cap ({planner.max_nodes} worker nodes; raise --max-nodes)")
+        reasons.append(f"the node cap (max_nodes = {planner.max_nodes} worker nodes)")
     grown = replace(config, n_workers=n + 1)
     broken = violations(fleet, planner.job, grown, budget)
     if config.remote is not None and set(_REMOTE_LIMITS) & set(broken):

@@ -130,7 +130,8 @@ def build_fleet(
     if workload not in known:
         raise UnknownWorkloadError(
             f"unknown workload {workload!r}; known: {', '.join(sorted(known))} "
-            "(or give its throughput with --throughput FILE)"
+            "(or give its throughput with {throughput})",
+            names=("throughput",),
         )
     f = node_throughput(catalog, workload, measured, published)
     spec = registry.get(workload)
@@ -160,7 +161,8 @@ def build_fleet(
             )
         raise InputError(
             "no GPU instance type in the catalog has a throughput: give peak_flops "
-            "in the catalog or measurements with --throughput FILE"
+            "in the catalog or measurements with {throughput}",
+            names=("throughput",),
         )
     g = catalog.table.take(f.row)
     c = catalog.table.take(catalog.cpu_rows)

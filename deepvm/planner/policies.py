@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from deepvm.config import POLICIES as POLICIES
-from deepvm.errors import InfeasibleError, InputError, SolverError
+from deepvm.errors import InfeasibleError, InputError, ParameterError, SolverError
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
@@ -140,9 +140,12 @@ class Planner:
     ) -> None:
         self.objective = check_objective(objective)
         if self.objective == "cost" and work_flops is None:
-            raise InputError(
-                "objective 'cost' needs the total work: --work FLOPS, or --epochs with "
-                "--dataset-size"
+            raise ParameterError(
+                "work_flops",
+                ParameterError.MISSING,
+                "is needed by objective cost: the total training FLOPs (or {epochs} with "
+                "{dataset_size})",
+                others=("epochs", "dataset_size"),
             )
         self.costs = checkpoint_costs or CheckpointCosts()
         self.work_flops, self.deadline_h = work_flops, deadline_h
@@ -397,5 +400,6 @@ def infeasible_budget_error(
     return InfeasibleError(
         f"budget ${budget:g}/h is below the cheapest feasible cluster: "
         f"{cluster_words(fleet, cheapest)} "
-        f"at ${cost:.4f}/h; raise --budget to at least {math.ceil(cost * 100) / 100:.2f}"
+        f"at ${cost:.4f}/h; raise {{budget}} to at least {math.ceil(cost * 100) / 100:.2f}",
+        names=("budget",),
     )
