@@ -57,8 +57,8 @@ from deepvm.planner.candidates import (
     Candidates,
     Config,
     Job,
-    violations,
 )
+from deepvm.planner.constraints import violations
 from deepvm.planner.enumeration import (
     SCORE_RTOL,
     remote_sides,

@@ -13,8 +13,8 @@ from deepvm.planner.candidates import (
     Config,
     build_candidates,
     hourly_cost,
-    violations,
 )
+from deepvm.planner.constraints import violations
 from deepvm.planner.objectives import candidate_scores
 
 

@@ -298,7 +298,8 @@ def test_fleet_json_contract_on_the_shipped_jobs(capsys):
     assert out["objective_value"] == pytest.approx(sum(j["value"] for j in out["jobs"]))
     held = [j for j in out["jobs"] if j["value"] < 1 - 1e-6]
     names = {
-        f"{u['quota_group']} {u['market'].replace('_', '-')} quota in {u['region']}"
+        f"the {u['quota_group']} {u['market'].replace('_', '-')} quota in {u['region']} "
+        f"({u['quota']:g} vCPUs)"
         for u in overrun
     }
     assert held and all(set(j["binding"].split("; ")) <= names for j in held)

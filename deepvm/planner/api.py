@@ -463,7 +463,8 @@ def cluster_risk(
     ``n_remote`` x ``remote_type`` in the workers' region). Raises ParameterError
     for a type the catalog lacks, or in several regions, and InputError for a
     cluster that breaks the model's constraints."""
-    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput, violations
+    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput
+    from deepvm.planner.constraints import violations
     from deepvm.planner.goodput import config_risk, object_store_usd_per_hour
 
     fleet = inputs.fleet(workload)

@@ -1,5 +1,5 @@
-"""The configurations the architectures allow (deepvm.planner.architectures),
-their costs and their exact checks.
+"""The configurations the architectures allow (deepvm.planner.architectures)
+and their costs; the limits they must keep are deepvm.planner.constraints.
 
 A *candidate* is a worker choice (architecture, GPU type i, node count n); a
 Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumeration).
@@ -7,7 +7,6 @@ Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumerati
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
 from deepvm.planner import architectures as arch
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntArray
+from deepvm.planner.fleet import Fleet, FloatArray, IntArray
 
 # The architectures' names, as configurations, Parquet and JSON spell them.
 SINGLE_ANCHOR = arch.SINGLE_ANCHOR.name
@@ -99,45 +98,6 @@ def throughput(fleet: Fleet, config: Config) -> float:
 
 def within_budget(cost: float, budget: float) -> bool:
     return cost <= budget * (1 + BUDGET_RTOL) + 1e-12
-
-
-def violations(fleet: Fleet, job: Job, config: Config, budget: float) -> list[str]:
-    """Every constraint the configuration breaks (empty: feasible). Written from
-    the architectures' node roles, apart from the vectorised planner, to check
-    its answers."""
-    i, n = config.worker, config.n_workers
-    if config.architecture not in arch.BY_NAME:
-        return [f"unknown architecture {config.architecture!r}"]
-    a = arch.architecture(config.architecture)
-    vcpus = fleet.gpu_vcpus[i]
-    if a.uses_spot and not np.isfinite(fleet.gpu_spot[i]):
-        return ["worker type has no spot price"]
-    broken: list[str] = []
-    if n < a.min_workers:
-        broken.append(f"{a.name} needs n >= {a.min_workers}")
-    if a.n_spot(n) * vcpus > fleet.gpu_quota(i, "spot"):
-        broken.append("spot quota")
-    if a.n_on_demand(n) * vcpus > fleet.gpu_quota(i, "on_demand"):
-        broken.append("on-demand quota")
-    if a.remote_tier:
-        j, m = config.remote, config.n_remote
-        if j is None or m < 1:
-            return [*broken, f"{a.name} needs m >= 1 remote nodes"]
-        if fleet.cpu_region_of(j) != fleet.gpu_region_of(i):
-            broken.append("remote nodes in another region")
-        beta = min(fleet.gpu_gbps[i], fleet.cpu_gbps[j])
-        if n > int(fleet.saturation(beta)) * m:
-            broken.append("network saturation")
-        if m * REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb[j] < job.remote_memory_needed_gb:
-            broken.append("checkpoint memory")
-        if m * fleet.cpu_vcpus[j] > fleet.cpu_quota(j, "on_demand"):
-            broken.append("remote on-demand quota")
-    elif config.remote is not None:
-        broken.append(f"{a.name} has no remote tier")
-    cost = hourly_cost(fleet, config)
-    if not math.isfinite(cost) or not within_budget(cost, budget):
-        broken.append("budget")
-    return broken
 
 
 @dataclass(frozen=True)

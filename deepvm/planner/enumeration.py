@@ -7,7 +7,7 @@ cheapest remote side has a closed form per j,
 
     m_j = max(1, ceil(n / N_sat(b_j)), ceil(n / N_sat(b_i)), ceil(kC / (0.8 M_j)))
 
-(N_sat is monotone, so N_sat(min(b_i, b_j)) = min(N_sat(b_i), N_sat(b_j))),
+(deepvm.planner.constraints.remote_nodes_needed, the one copy of this formula),
 feasible where m_j is within its quota; the cheapest j wins. Every candidate
 thus has one least hourly cost, and the best cluster within a budget is the best
 score among the candidates whose least cost fits, ties (scores within
@@ -22,13 +22,13 @@ maximum reaches the tie threshold.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from deepvm.planner.candidates import BUDGET_RTOL, Job
+from deepvm.planner.constraints import remote_nodes_needed
 from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntArray
 
 # Scores this close (relative) count as equal; the cheaper cluster wins.
@@ -110,15 +110,14 @@ def remote_sides(fleet: Fleet, job: Job, max_nodes: int, upper: FloatArray) -> R
     with np.errstate(divide="ignore", invalid="ignore"):
         for region in sorted(set(gpu_region)):
             rows = np.array([r for r, (c_region, _) in enumerate(classes) if c_region == region])
-            per_worker = np.ceil(n / np.array([classes[r][1] for r in rows])[:, None] - 1e-9)
+            worker_nsat = np.array([classes[r][1] for r in rows])[:, None]
             local = np.flatnonzero(cpu_region == region)
             for j in local[
                 undominated_remotes(
                     cpu_nsat[local], usable[local], upper[local], fleet.cpu_ondemand[local]
                 )
             ]:
-                memory = math.ceil(need / usable[j] - 1e-9) if need > 0 else 1
-                m = np.maximum(np.maximum(per_worker, np.ceil(n / cpu_nsat[j] - 1e-9)), memory)
+                m = remote_nodes_needed(n, worker_nsat, cpu_nsat[j], usable[j], need)
                 here = np.where(m <= upper[j], m * fleet.cpu_ondemand[j], np.inf)
                 better = here < best[rows]
                 best[rows] = np.where(better, here, best[rows])

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from deepvm.planner.candidates import Config, hourly_cost, throughput, violations
+from deepvm.planner.candidates import Config, hourly_cost, throughput
+from deepvm.planner.constraints import REMOTE_LIMITS, violations, words
 
 if TYPE_CHECKING:
     from deepvm.planner.policies import Planner
 
 # Budgets tried, as multiples of the job's, for the next faster cluster.
 FASTER_BUDGET_STEPS = (1.25, 1.5, 2.0, 4.0)
-_REMOTE_LIMITS = ("network saturation", "checkpoint memory")
 
 
 @dataclass(frozen=True)
@@ -54,35 +54,16 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
         reasons.append(f"the node cap (max_nodes = {planner.max_nodes} worker nodes)")
     grown = replace(config, n_workers=n + 1)
     broken = violations(fleet, planner.job, grown, budget)
-    if config.remote is not None and set(_REMOTE_LIMITS) & set(broken):
+    if config.remote is not None and set(REMOTE_LIMITS) & set(broken):
         wider = replace(grown, n_remote=config.n_remote + 1)
         broken_wider = violations(fleet, planner.job, wider, budget)
-        if not set(_REMOTE_LIMITS) & set(broken_wider):
+        if not set(REMOTE_LIMITS) & set(broken_wider):
             broken = broken_wider  # one remote node more would carry it: what that costs binds
-    reasons += [_words(planner, config, b, budget) for b in broken]
+            grown = wider
+    reasons += [words(fleet, grown, b, budget) for b in broken]
     if not reasons and throughput(fleet, grown) <= throughput(fleet, config) * (1 + 1e-9):
         reasons.append("scaling (one node more adds no throughput under the speedup model)")
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or None
-
-
-def _words(planner: Planner, config: Config, broken: str, budget: float) -> str:
-    fleet, i = planner.fleet, config.worker
-    region = fleet.gpu_region_of(i)
-    where = f" in {region}" if region else ""
-    if broken == "budget":
-        return f"the budget (${budget:g}/h)"
-    if broken in ("spot quota", "on-demand quota"):
-        market = "spot" if broken == "spot quota" else "on_demand"
-        limit = fleet.gpu_quota(i, market)
-        return f"the {fleet.gpu_group[i]} {broken}{where} ({limit:g} vCPUs)"
-    if broken == "network saturation":
-        return "network saturation (the remote tier's bandwidth)"
-    if broken == "checkpoint memory":
-        return "remote memory (checkpoint versions the remote tier must hold)"
-    if broken == "remote on-demand quota" and config.remote is not None:
-        j = config.remote
-        return f"the {fleet.cpu_group[j]} on-demand quota{where} (remote tier)"
-    return broken
 
 
 def cheaper(planner: Planner, policy: str, config: Config) -> Alternative | None:

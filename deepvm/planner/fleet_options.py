@@ -9,20 +9,16 @@ value."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import TIERING, Config
+from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
 from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, FloatArray
 from deepvm.planner.policies import Planner
-
-# (region, quota group, market): what one quota limit counts.
-QuotaKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -49,25 +45,6 @@ class JobOptions:
             self.keys,
             self.considered,
         )
-
-
-def cluster_usage(fleet: Fleet, config: Config) -> dict[QuotaKey, float]:
-    """vCPUs per quota key of one cluster, from its node roles (the check's own code)."""
-    i, a = config.worker, arch.architecture(config.architecture)
-    region = fleet.gpu_region_of(i)
-    out: dict[QuotaKey, float] = {}
-
-    def add(key: QuotaKey, vcpus: float) -> None:
-        if vcpus > 0:
-            out[key] = out.get(key, 0.0) + vcpus
-
-    add((region, fleet.gpu_group[i], "spot"), config.n_spot * float(fleet.gpu_vcpus[i]))
-    add((region, fleet.gpu_group[i], "on_demand"), config.n_on_demand * float(fleet.gpu_vcpus[i]))
-    if a.remote_tier and config.remote is not None:
-        j = config.remote
-        key = (fleet.cpu_region_of(j), fleet.cpu_group[j], "on_demand")
-        add(key, config.n_remote * float(fleet.cpu_vcpus[j]))
-    return out
 
 
 @dataclass(frozen=True)
@@ -115,46 +92,10 @@ def planner_rows(planner: Planner) -> PlannerRows:
         score_all = -makespan * cost_all
     else:
         score_all = scores[k_all]
-    usage, keys = _usage_matrix(fleet, c, k_all, j_all, m_all)
+    usage, keys = usage_matrix(
+        fleet, c.architecture[k_all], c.worker[k_all], c.n[k_all], j_all, m_all
+    )
     return PlannerRows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
-
-
-def _usage_matrix(
-    fleet: Fleet, c: Any, k: np.ndarray, j: np.ndarray, m: np.ndarray
-) -> tuple[FloatArray, list[QuotaKey]]:
-    """vCPUs per quota key of every row, from the architectures' node roles."""
-    worker, n, codes = c.worker[k], c.n[k].astype(float), c.architecture[k]
-    spot = np.zeros(len(k))
-    for code, a in enumerate(arch.REGISTRY):
-        at = codes == code
-        spot[at] = a.n_spot(n[at])
-    vcpus = fleet.gpu_vcpus[worker]
-    keys: dict[QuotaKey, int] = {}
-
-    def key_ids(regions: Sequence[str], groups: Sequence[str], market: str) -> np.ndarray:
-        return np.array(
-            [
-                keys.setdefault((r, g, market), len(keys))
-                for r, g in zip(regions, groups, strict=True)
-            ],
-            dtype=np.int64,
-        )
-
-    gpu_regions = [fleet.gpu_region_of(i) for i in range(len(fleet.gpu_types))]
-    cpu_regions = [fleet.cpu_region_of(i) for i in range(len(fleet.cpu_types))]
-    spot_key = key_ids(gpu_regions, fleet.gpu_group, "spot")
-    od_key = key_ids(gpu_regions, fleet.gpu_group, "on_demand")
-    cpu_key = key_ids(cpu_regions, fleet.cpu_group, "on_demand")
-    usage = np.zeros((len(k), len(keys)))
-    rows = np.arange(len(k))
-    np.add.at(usage, (rows, spot_key[worker]), spot * vcpus)
-    np.add.at(usage, (rows, od_key[worker]), (n - spot) * vcpus)
-    remote = np.flatnonzero(j >= 0)
-    if remote.size:
-        np.add.at(usage, (remote, cpu_key[j[remote]]), m[remote] * fleet.cpu_vcpus[j[remote]])
-    used = np.flatnonzero(usage.any(axis=0))
-    names = list(keys)
-    return usage[:, used], [names[u] for u in used]
 
 
 def job_options(planner: Planner, budget: float, every: PlannerRows | None = None) -> JobOptions:
@@ -196,12 +137,10 @@ def _remote_options(
     cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
     gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)[i]
     usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
-    need = job.remote_memory_needed_gb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        memory = np.where(need > 0, np.ceil(need / usable - 1e-9), 1.0)
-        per_worker = np.ceil(n / gpu_nsat - 1e-9)[:, None]
-        per_remote = np.ceil(n[:, None] / cpu_nsat[None, :] - 1e-9)
-        m = np.maximum(np.maximum(per_worker, per_remote), np.maximum(memory, 1.0)[None, :])
+    m = remote_nodes_needed(
+        n[:, None], gpu_nsat[:, None], cpu_nsat[None, :], usable[None, :],
+        job.remote_memory_needed_gb,
+    )  # fmt: skip
     gpu_region = np.array([fleet.gpu_region_of(int(w)) for w in i], dtype=object)
     cpu_region = np.array([fleet.cpu_region_of(j) for j in range(len(usable))], dtype=object)
     total = worker_cost[tiered][:, None] + m * fleet.cpu_ondemand[None, :]

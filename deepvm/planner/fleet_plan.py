@@ -36,13 +36,13 @@ from deepvm.errors import DeepvmError, SolverError
 from deepvm.planner import architectures as arch
 from deepvm.planner import highs
 from deepvm.planner.api import Inputs, job_planner, job_spec
-from deepvm.planner.candidates import Config, cluster_words, violations
+from deepvm.planner.candidates import Config, cluster_words
+from deepvm.planner.constraints import QuotaKey, quota_words, violations
+from deepvm.planner.constraints import usage as cluster_usage
 from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.planner.fleet_options import (
     JobOptions,
     PlannerRows,
-    QuotaKey,
-    cluster_usage,
     job_options,
     planner_rows,
     undominated,
@@ -532,9 +532,7 @@ def _explain(
         for key in sorted(solo):
             after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]
             if after > _limit(inputs, key) + 1e-6:
-                region, group, market = key
-                where = f" in {region}" if region else ""
-                reasons.append(f"{group} {market.replace('_', '-')} quota{where}")
+                reasons.append(quota_words(key, _limit(inputs, key)))
         if team_budget is not None:
             mine_cost = plan.cluster.hourly_cost if plan.cluster is not None else 0.0
             solo_cost = plan.solo.hourly_cost if plan.solo is not None else 0.0

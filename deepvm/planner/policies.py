@@ -28,9 +28,9 @@ from deepvm.planner.candidates import (
     hourly_cost,
     node_limits,
     throughput,
-    violations,
     within_budget,
 )
+from deepvm.planner.constraints import violations
 from deepvm.planner.enumeration import (
     best_per_budget,
     remote_sides,
