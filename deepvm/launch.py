@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deepvm.cluster import cluster_words
 from deepvm.output_files import atomic_output
 
 RDZV_PORT = 29500
@@ -125,10 +126,7 @@ def write_sky_yaml(
     zone = rec.get("zone")
     header = [
         title,
-        f"{rec['architecture']}: {rec['n_workers']} x {rec['worker_type']} "
-        f"({rec['n_spot']} spot, {rec['n_on_demand']} on-demand)"
-        + (f" + {rec['n_remote']} x {rec['remote_type']}" if rec.get("remote_type") else "")
-        + f" in {rec['region']}, ${rec['hourly_cost']:.4f}/h",
+        f"{cluster_words(rec, architecture=True, region=True)}, ${rec['hourly_cost']:.4f}/h",
     ]
     if rec.get("binding"):
         header.append(f"held back by: {rec['binding']}")

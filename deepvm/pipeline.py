@@ -23,6 +23,7 @@ from deepvm.catalog.sources import (
     fill_price_dates,
     get_source,
 )
+from deepvm.cluster import Cluster
 from deepvm.config import (
     DEFAULT_PRICE_BACKOFF_S,
     DEFAULT_PRICE_RETRIES,
@@ -282,15 +283,20 @@ CHANGE_COLUMNS = [
 ]
 
 
-def _cluster(row: pd.Series) -> str:
-    if not row.get("planned", True) or pd.isna(row.get("worker_type")):
-        return "unplanned"
-    text = f"{int(row['n_workers'])} x {row['worker_type']} ({row['architecture']})"
-    if isinstance(row.get("remote_type"), str):
-        text += f" + {int(row['n_remote'])} x {row['remote_type']}"
-    if isinstance(row.get("region"), str) and row["region"]:
-        text += f" in {row['region']}"
-    return text
+def _cluster(row: pd.Series) -> Cluster | None:
+    if not row.get("planned", True):
+        return None
+    return Cluster.from_mapping(row.to_dict())
+
+
+def _words(cluster: Cluster | None) -> str:
+    return "unplanned" if cluster is None else cluster.words(architecture=True, region=True)
+
+
+def _changed(old: Cluster | None, new: Cluster | None) -> bool:
+    if old is None or new is None:
+        return old is not new
+    return old.identity() != new.identity()
 
 
 def _number(value: object) -> float | None:
@@ -316,13 +322,15 @@ def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFram
             if not before.empty
             else None
         )
+        now_cluster = _cluster(new)
+        was_cluster = None if old is None else _cluster(old)
         rows.append(
             {
                 "scenario": scenario,
-                "changed": old is None or _cluster(old) != _cluster(new),
+                "changed": old is None or _changed(was_cluster, now_cluster),
                 "previous_date": None if old is None else old["snapshot_date"],
-                "old_cluster": None if old is None else _cluster(old),
-                "new_cluster": _cluster(new),
+                "old_cluster": None if old is None else _words(was_cluster),
+                "new_cluster": _words(now_cluster),
                 "old_hourly_cost": None if old is None else _number(old["hourly_cost"]),
                 "new_hourly_cost": _number(new["hourly_cost"]),
                 "old_throughput_flops": None if old is None else _number(old["throughput_flops"]),

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from deepvm.cluster import cluster_words
+
 if TYPE_CHECKING:
     from deepvm.pipeline import PriceRefresh
     from deepvm.planner.fleet_types import FleetPlan
@@ -29,11 +31,7 @@ def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str
             "policy": recs["policy"],
             "rank": recs["rank"],
             "architecture": recs["architecture"],
-            "cluster": [
-                f"{r.n_workers} x {r.worker_type} ({r.n_spot} spot, {r.n_on_demand} od)"
-                + (f" + {r.n_remote} x {r.remote_type}" if isinstance(r.remote_type, str) else "")
-                for r in recs.itertuples()
-            ],
+            "cluster": [cluster_words(r) for r in recs.to_dict("records")],
             "$/h": recs["hourly_cost"].map(lambda v: f"{v:.4f}"),
             "TFLOP/s": recs["throughput_flops"].map(lambda v: f"{v / 1e12:.2f}"),
             "scaling model": recs["overhead_model"] + " [" + recs["overhead_source"] + "]",
@@ -87,11 +85,7 @@ def fleet_markdown(plan: FleetPlan) -> str:
     ]
     jobs = []
     for j in plan.as_dict()["jobs"]:
-        cluster = "unplanned"
-        if j["planned"]:
-            cluster = f"{j['n_workers']} x {j['worker_type']} ({j['architecture']})"
-            if j["remote_type"]:
-                cluster += f" + {j['n_remote']} x {j['remote_type']}"
+        cluster = cluster_words(j, architecture=True) if j["planned"] else "unplanned"
         jobs.append(
             {
                 "job": j["scenario"],

@@ -11,6 +11,8 @@ import datetime as dt
 import pandas as pd
 import pyarrow as pa
 
+from deepvm.cluster import CLUSTER_COLUMNS
+
 # 3: Delta Lake tables with a `writer` and a `commit_id` column (2: Parquet files in
 # month folders; 1: day folders). Stores of 1 and 2 are turned into 3 by
 # `deepvm store migrate`.
@@ -29,20 +31,9 @@ _software = [
     pa.field("deepvm_version", pa.string()),
 ]
 
-# One cluster, as recommendations and fleet plans both store it.
-_cluster = [
-    pa.field("region", pa.string()),
-    pa.field("zone", pa.string()),
-    pa.field("architecture", pa.string()),
-    pa.field("worker_type", pa.string()),
-    pa.field("n_workers", pa.int64()),
-    pa.field("n_spot", pa.int64()),
-    pa.field("n_on_demand", pa.int64()),
-    pa.field("remote_type", pa.string()),
-    pa.field("n_remote", pa.int64()),
-    pa.field("hourly_cost", pa.float64()),
-    pa.field("throughput_flops", pa.float64()),
-]
+# One cluster, as recommendations and fleet plans both store it: the fields of
+# deepvm.cluster.Cluster, in its order.
+_cluster = [pa.field(name, getattr(pa, arrow_type)()) for name, arrow_type in CLUSTER_COLUMNS]
 
 # table -> (partition column, schema of the other columns stored in the files)
 TABLES: dict[str, tuple[str | None, pa.Schema]] = {

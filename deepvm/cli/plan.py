@@ -34,6 +34,7 @@ from deepvm.cli.common import (
     tflops,
     writable_store,
 )
+from deepvm.cluster import cluster_words
 from deepvm.config import (
     DEFAULT_TOP,
     MAX_SWEEP_BUDGETS,
@@ -247,7 +248,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         job["prices_snapshot"] = result.prices_snapshot
         for r in recs:
             r.update(job)
-            r["cluster"] = _cluster_text(r)
+            r["cluster"] = cluster_words(r)
             r["tflops"] = tflops(r["throughput_flops"])
             r["cost"] = f"{r['hourly_cost']:.4f}"
             r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
@@ -296,7 +297,7 @@ def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:
                 where = "" if kind == "cheaper" else f" (needs ${alt['budget']:g}/h)"
                 print(
                     f"{r['policy']} #{r['rank']}: next {kind}: {alt['architecture']} "
-                    f"{_cluster_text(alt)}, ${alt['hourly_cost']:.4f}/h, "
+                    f"{cluster_words(alt)}, ${alt['hourly_cost']:.4f}/h, "
                     f"{tflops(alt['throughput_flops'])} TFLOP/s{where}"
                 )
     if any(r["flops_source"] == "estimate" for r in recs):
@@ -318,20 +319,6 @@ def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:
 def _by_type(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     """One row per instance type (the same type is left out in every region)."""
     return list({r["instance_type"]: r for r in rows}.values())
-
-
-def _cluster_text(r: dict[str, Any]) -> str:
-    """e.g. ``2 x p4d.24xlarge spot + 1 x t3.xlarge``, ``33 x g4dn.xlarge (32 spot, 1 od)``."""
-    if not r["n_on_demand"]:
-        market = "spot"
-    elif not r["n_spot"]:
-        market = "on-demand"
-    else:
-        market = f"({r['n_spot']} spot, {r['n_on_demand']} od)"
-    text = f"{r['n_workers']} x {r['worker_type']} {market}"
-    if isinstance(r.get("remote_type"), str) and r["remote_type"]:
-        text += f" + {r['n_remote']} x {r['remote_type']}"
-    return text
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -392,7 +379,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "compare needs the training job: --work FLOPS, or --epochs with --dataset-size"
         )
     result, df = compare(args.budget, job.work_flops, job, inputs=inputs)
-    df["cluster"] = [_cluster_text(r) for r in df.to_dict("records")]
+    df["cluster"] = [cluster_words(r) for r in df.to_dict("records")]
     if args.out:
         from deepvm.results import write_parquet_atomic
 
@@ -481,7 +468,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                 "job": job["scenario"],
                 "prio": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
                 "value_text": f"{job['value']:.3f}",
-                "cluster": _cluster_text(job) if planned else "unplanned",
+                "cluster": cluster_words(job) if planned else "unplanned",
                 "cost": money_text(job["hourly_cost"]),
                 "tflops": tflops(job["throughput_flops"]) if planned else None,
                 "solo_cost": (

@@ -7,10 +7,12 @@ Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumerati
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from deepvm.cluster import Cluster
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
 from deepvm.planner import architectures as arch
@@ -80,14 +82,24 @@ def hourly_cost(fleet: Fleet, config: Config) -> float:
 
 
 def cluster_words(fleet: Fleet, config: Config) -> str:
-    """A configuration for messages, e.g. ``17 x g4dn.xlarge (tiering + 1 x c5.xlarge)``."""
-    words = f"{config.n_workers} x {fleet.gpu_types[config.worker]} ({config.architecture}"
-    if config.remote is not None:
-        words += f" + {config.n_remote} x {fleet.cpu_types[config.remote]}"
-    words += ")"
-    if len(fleet.regions) > 1:
-        words += f" in {fleet.gpu_region_of(config.worker)}"
-    return words
+    """A configuration for messages, in deepvm.cluster.Cluster's words, e.g.
+    ``tiering: 17 x g4dn.xlarge spot + 1 x c5.xlarge`` (its region where the
+    fleet has several)."""
+    i = config.worker
+    cluster = Cluster(
+        region=fleet.gpu_region_of(i),
+        zone=None,
+        architecture=config.architecture,
+        worker_type=fleet.gpu_types[i],
+        n_workers=config.n_workers,
+        n_spot=config.n_spot,
+        n_on_demand=config.n_on_demand,
+        remote_type=None if config.remote is None else fleet.cpu_types[config.remote],
+        n_remote=config.n_remote,
+        hourly_cost=math.nan,
+        throughput_flops=math.nan,
+    )
+    return cluster.words(architecture=True, region=len(fleet.regions) > 1)
 
 
 def throughput(fleet: Fleet, config: Config) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from deepvm.cluster import Cluster
 from deepvm.planner.candidates import Config, hourly_cost, throughput
 from deepvm.planner.constraints import REMOTE_LIMITS, violations, words
 
@@ -24,25 +25,11 @@ FASTER_BUDGET_STEPS = (1.25, 1.5, 2.0, 4.0)
 
 
 @dataclass(frozen=True)
-class Alternative:
+class Alternative(Cluster):
     """Another cluster of the same policy: cheaper than the recommended one, or
     faster at a larger budget."""
 
-    architecture: str
-    worker_type: str
-    n_workers: int
-    n_spot: int
-    n_on_demand: int
-    remote_type: str | None
-    n_remote: int
-    hourly_cost: float
-    throughput_flops: float
     budget: float  # what it needs: its own cost (cheaper), the larger budget tried (faster)
-
-    def as_dict(self) -> dict[str, object]:
-        from dataclasses import asdict
-
-        return asdict(self)
 
 
 def binding(planner: Planner, config: Config, budget: float) -> str | None:
@@ -91,7 +78,10 @@ def faster(planner: Planner, policy: str, config: Config, budget: float) -> Alte
 
 def _alternative(planner: Planner, config: Config, budget: float) -> Alternative:
     fleet = planner.fleet
+    i = config.worker
     return Alternative(
+        region=fleet.gpu_region_of(i),
+        zone=fleet.gpu_spot_zone[i] if config.n_spot and fleet.gpu_spot_zone else None,
         architecture=config.architecture,
         worker_type=fleet.gpu_types[config.worker],
         n_workers=config.n_workers,

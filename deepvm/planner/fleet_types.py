@@ -9,14 +9,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepvm.cluster import CLUSTER_FIELDS
 from deepvm.config import JobSpec
 from deepvm.planner.policies import Recommendation
-
-# A job's cluster in the fleet plan's rows (None for each where it is unplanned).
-CLUSTER_FIELDS = (
-    "region", "zone", "architecture", "worker_type", "n_workers", "n_spot", "n_on_demand",
-    "remote_type", "n_remote", "hourly_cost", "throughput_flops",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
+from deepvm.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.config import POLICIES as POLICIES
 from deepvm.errors import InfeasibleError, InputError, ParameterError, SolverError
 from deepvm.planner.architectures import REGISTRY
@@ -62,22 +64,12 @@ BASELINE_SOLVER = "rule"
 
 
 @dataclass(frozen=True)
-class Recommendation:
-    """One ranked cluster of one policy, with everything needed to act on it."""
+class Recommendation(Cluster):
+    """One ranked cluster of one policy, with everything needed to act on it: the
+    cluster (deepvm.cluster.Cluster's fields) and what the planner knows of it."""
 
     policy: str
     rank: int
-    region: str
-    zone: str | None  # the spot nodes' zone, where prices are per zone
-    architecture: str
-    worker_type: str
-    n_workers: int
-    n_spot: int
-    n_on_demand: int
-    remote_type: str | None
-    n_remote: int
-    hourly_cost: float
-    throughput_flops: float
     objective_value: float
     # Preemption (deepvm.planner.goodput): expected rate, Young/Daly interval (NaN:
     # never preempted), efficiency, goodput; makespan and total cost given the work.
@@ -98,10 +90,13 @@ class Recommendation:
     cheaper: Alternative | None = None
     faster: Alternative | None = None
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON contract: policy and rank, the cluster, then the rest."""
         from dataclasses import asdict
 
-        return asdict(self)
+        row = asdict(self)
+        order = ("policy", "rank", *CLUSTER_FIELDS)
+        return {**{k: row[k] for k in order}, **{k: v for k, v in row.items() if k not in order}}
 
 
 def check_policies(policies: Sequence[str]) -> tuple[str, ...]:
