@@ -140,7 +140,7 @@ def paper_sweep() -> None:
         quotas=PAPER / "quotas.csv",
     )
     budgets = parse_budgets(SWEEP)
-    fleet = inputs.fleet("resnet50")
+    fleet = inputs.offers("resnet50")
     job = make_job("resnet50", None, 2)
     max_nodes = 256
 

@@ -7,7 +7,7 @@ import pandas as pd
 from deepvm.catalog import Catalog, validate_catalog
 from deepvm.overhead import SaturationModel
 from deepvm.planner.candidates import Job
-from deepvm.planner.fleet import Fleet, build_fleet
+from deepvm.planner.offers import Offers, build_offers
 from deepvm.quotas import Quotas
 
 WORKLOAD = "resnet50"
@@ -75,9 +75,9 @@ def make_fleet(
     overhead: pd.DataFrame | None = None,
     saturation: SaturationModel | None = None,
     regional: dict[tuple[str, str, str], float] | None = None,
-) -> Fleet:
+) -> Offers:
     catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
-    return build_fleet(
+    return build_offers(
         catalog,
         WORKLOAD,
         quotas=Quotas(quotas or {}, regional or {}),

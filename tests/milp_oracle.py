@@ -64,7 +64,7 @@ from deepvm.planner.enumeration import (
     remote_sides,
     remote_upper_bounds,
 )
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 from deepvm.planner.policies import OPTIMISED_POLICIES, Planner
 
 # Planner statuses (cvxpy's own are mapped onto these, see STATUS_MAP).
@@ -210,7 +210,7 @@ class _Formulation:
         self,
         sizes: np.ndarray,
         tiered: np.ndarray,
-        fleet: Fleet,
+        offers: Offers,
         job: Job,
         nsat_cpu: FloatArray,
         remote_upper: FloatArray,
@@ -219,7 +219,7 @@ class _Formulation:
         import cvxpy as cp
         import scipy.sparse as sp
 
-        nb, j, total = len(sizes), len(fleet.cpu_types), int(sizes.sum())
+        nb, j, total = len(sizes), len(offers.cpu_types), int(sizes.sum())
         self.sizes = sizes
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
         self.tiered = tiered if j else np.zeros(0, dtype=int)
@@ -246,7 +246,7 @@ class _Formulation:
                 return sp.kron(sp.eye(nt), values.reshape(1, -1), format="csr")
 
             tiering = rows @ cp.multiply(c.tier, x)
-            usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
+            usable = REMOTE_MEMORY_FRACTION * offers.cpu_memory_gb
             constraints += [
                 per_block(np.ones(j)) @ w == tiering,
                 m >= w,
@@ -298,14 +298,14 @@ class _SlotProblem:
     def __init__(
         self,
         size: int,
-        fleet: Fleet,
+        offers: Offers,
         job: Job,
         nsat_cpu: FloatArray,
         remote_upper: FloatArray,
     ) -> None:
         import cvxpy as cp
 
-        j = len(fleet.cpu_types)
+        j = len(offers.cpu_types)
 
         def param(name: str, n: int = size) -> cp.Parameter:
             return cp.Parameter(n, name=name, nonneg=True)
@@ -324,7 +324,7 @@ class _SlotProblem:
             open=param("open"),
         )
         self.formulation = _Formulation(
-            np.array([size]), np.array([0]), fleet, job, nsat_cpu, remote_upper, self.c
+            np.array([size]), np.array([0]), offers, job, nsat_cpu, remote_upper, self.c
         )
 
 
@@ -334,7 +334,7 @@ class ClusterMILP:
 
     def __init__(
         self,
-        fleet: Fleet,
+        offers: Offers,
         job: Job,
         candidates: Candidates,
         *,
@@ -342,30 +342,32 @@ class ClusterMILP:
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         presolve: bool = True,
     ) -> None:
-        if len(set(fleet.gpu_region) | set(fleet.cpu_region)) > 1:
+        if len(set(offers.gpu_region) | set(offers.cpu_region)) > 1:
             raise ValueError("the MILP formulation plans one region: give it a one-region fleet")
-        self.fleet, self.job, self.candidates = fleet, job, candidates
+        self.offers, self.job, self.candidates = offers, job, candidates
         self.time_limit_s = time_limit_s
         # presolve=False leaves every choice to the solver (tests check it alone).
         self.presolve = presolve
-        self._k, self._j = len(candidates), len(fleet.cpu_types)
+        self._k, self._j = len(candidates), len(offers.cpu_types)
         tier = candidates.arch_mask(TIERING)
         n = candidates.n.astype(float)
-        nsat_gpu = fleet.saturation(fleet.gpu_gbps).astype(float)
+        nsat_gpu = offers.saturation(offers.gpu_gbps).astype(float)
         self._tier = tier.astype(float)
         self._n_tier = n * self._tier
         self._share = self._n_tier / nsat_gpu[candidates.worker]
-        self._remote_upper = remote_upper_bounds(fleet, budget_cap)
-        self._nsat_cpu = fleet.saturation(fleet.cpu_gbps).astype(float) if self._j else np.zeros(0)
+        self._remote_upper = remote_upper_bounds(offers, budget_cap)
+        self._nsat_cpu = (
+            offers.saturation(offers.cpu_gbps).astype(float) if self._j else np.zeros(0)
+        )
         self._problems: dict[int, _SlotProblem] = {}
         self.update_prices()
 
-    def update_prices(self, fleet: Fleet | None = None) -> None:
+    def update_prices(self, offers: Offers | None = None) -> None:
         """Take the prices of ``fleet`` (same types, new prices) without re-compiling."""
-        if fleet is not None:
-            self.fleet = fleet
+        if offers is not None:
+            self.offers = offers
         # NaN (no spot market) never reaches the solver: such candidates do not exist.
-        self._worker_cost = np.nan_to_num(self.candidates.cost(self.fleet), nan=np.inf)
+        self._worker_cost = np.nan_to_num(self.candidates.cost(self.offers), nan=np.inf)
         self._remote_floor = self.remote_floor()
         self._least_cost = self._worker_cost + self._remote_floor
 
@@ -373,7 +375,7 @@ class ClusterMILP:
         size = max(16, 1 << max(count - 1, 0).bit_length())
         if size not in self._problems:
             self._problems[size] = _SlotProblem(
-                size, self.fleet, self.job, self._nsat_cpu, self._remote_upper
+                size, self.offers, self.job, self._nsat_cpu, self._remote_upper
             )
         return self._problems[size]
 
@@ -387,7 +389,7 @@ class ClusterMILP:
         inf where no remote type and count satisfies Tiering's constraints."""
         c = self.candidates
         top = int(c.n.max()) if len(c) else 1
-        sides = remote_sides(self.fleet, self.job, top, self._remote_upper)
+        sides = remote_sides(self.offers, self.job, top, self._remote_upper)
         return sides.cost_of(c.worker, c.n, self._tier > 0)
 
     def contenders(self, ranks: FloatArray, mask: np.ndarray, budget: float) -> np.ndarray:
@@ -431,7 +433,7 @@ class ClusterMILP:
         c.n_tier.value = fill(self._n_tier)
         c.share.value = fill(self._share)
         if self._j:
-            c.cost_m.value = self.fleet.cpu_ondemand.astype(float)
+            c.cost_m.value = self.offers.cpu_ondemand.astype(float)
             c.tiebreak_m.value = c.cost_m.value / scale
         c.budget.value = float(budget)
         status, seconds = self._run(slots.formulation.problem)
@@ -445,7 +447,7 @@ class ClusterMILP:
         """The solver's answer, checked against the model (written independently)."""
         if config is None:
             return SolveOutcome(INFEASIBLE, None, seconds, "no cluster fits")
-        problems = violations(self.fleet, self.job, config, budget)
+        problems = violations(self.offers, self.job, config, budget)
         if problems:
             message = f"solver answer failed verification: {', '.join(problems)}"
             return SolveOutcome(ERROR, None, seconds, message)
@@ -493,7 +495,7 @@ class ClusterMILP:
         block = np.repeat(np.arange(len(picks)), sizes)
         tiered = np.flatnonzero(np.bincount(block, weights=self._tier[cand], minlength=len(picks)))
         scale = 2.0 * np.maximum(np.array(budgets), 1e-9)
-        price = np.tile(self.fleet.cpu_ondemand.astype(float), len(tiered))
+        price = np.tile(self.offers.cpu_ondemand.astype(float), len(tiered))
         cost = self._worker_cost[cand]
         c = _Coefficients(
             rank=np.concatenate(ranks),
@@ -507,7 +509,7 @@ class ClusterMILP:
             tiebreak_m=price / np.repeat(scale[tiered], self._j),
         )
         formulation = _Formulation(
-            sizes, tiered, self.fleet, self.job, self._nsat_cpu, self._remote_upper, c
+            sizes, tiered, self.offers, self.job, self._nsat_cpu, self._remote_upper, c
         )
         status, seconds = self._run(formulation.problem)
         share = seconds / len(picks)
@@ -532,7 +534,7 @@ class MilpPlanner(Planner):
 
     def __init__(
         self,
-        fleet: Fleet,
+        offers: Offers,
         job: Job,
         *,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
@@ -540,9 +542,9 @@ class MilpPlanner(Planner):
         budget_cap: float | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(fleet, job, budget_cap=budget_cap, **options)
+        super().__init__(offers, job, budget_cap=budget_cap, **options)
         self.milp = ClusterMILP(
-            self.fleet,
+            self.offers,
             job,
             self.candidates,
             budget_cap=budget_cap,

@@ -159,11 +159,11 @@ def test_fleet_plan_equals_brute_force(case):
 
     options, priorities, feasible_of = [], [], []
     for fj in jobs:
-        fleet = inputs.fleet("resnet50")
+        fleet = inputs.offers("resnet50")
         planner, job = job_planner(fj.spec, fleet, fj.budget, None)
         objective = fj.spec.objective
         feasible = enumerate_feasible(
-            planner.fleet, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
+            planner.offers, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
         )
         feasible_of.append(feasible)
         scored = [(c, cost, reference_score(fleet, c, objective)) for c, cost in feasible]
@@ -187,7 +187,7 @@ def test_fleet_plan_equals_brute_force(case):
         if p.planned:
             assert p.cluster.hourly_cost <= fj.budget * (1 + 1e-9) + 1e-9
             assert 0 < p.value <= 1 + 1e-6
-            fleet = inputs.fleet("resnet50")
+            fleet = inputs.offers("resnet50")
             config = next(
                 c
                 for c, _ in feasible

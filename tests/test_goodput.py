@@ -156,7 +156,7 @@ def test_risk_objectives_equal_enumeration(scenario, monthly, objective, hours, 
         ),
     )
     got = planner.optimise("deepvm", budget, 1)
-    fleet = planner.fleet  # with the object-store cost
+    fleet = planner.offers  # with the object-store cost
     costs = planner.costs
     rows = []
     for config, cost in enumerate_feasible(

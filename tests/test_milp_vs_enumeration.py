@@ -220,7 +220,7 @@ def test_enumerator_agrees_on_the_paper_scenario():
         overhead=PAPER / "overhead.csv",
         quotas=PAPER / "quotas.csv",
     )
-    fleet = inputs.fleet("resnet50")
+    fleet = inputs.offers("resnet50")
     j = job(checkpoint_gb=0.3)
     planner = Planner(fleet, j, budget_cap=10.0, max_nodes=64)
     for budget in (0.5, 1.0, 2.5, 4.0, 7.3, 10.0):

@@ -140,7 +140,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
     from deepvm.flopp import flopp_table, load_throughput, merge_measurements
-    from deepvm.planner.fleet import build_fleet
+    from deepvm.planner.offers import build_offers
     from deepvm.quotas import load_quotas
     from deepvm.store import Store
     from deepvm.store_inputs import latest_measurements
@@ -153,7 +153,7 @@ def cmd_flopp(args: argparse.Namespace) -> int:
         latest_measurements(store) if store else None,
         load_throughput(args.throughput) if args.throughput else None,
     )
-    build_fleet(catalog, args.workload, quotas=load_quotas(), measured=measured)  # validates
+    build_offers(catalog, args.workload, quotas=load_quotas(), measured=measured)  # validates
     df = flopp_table(catalog, args.workload, measured)
     if args.market != "all":
         df = df[df["market"] == args.market]

@@ -39,8 +39,8 @@ from deepvm.planner.candidates import (
     throughput,
 )
 from deepvm.planner.explain import FASTER_BUDGET_STEPS
-from deepvm.planner.fleet import Fleet, build_fleet
 from deepvm.planner.goodput import CheckpointCosts
+from deepvm.planner.offers import Offers, build_offers
 from deepvm.planner.policies import (
     Planner,
     Recommendation,
@@ -130,8 +130,8 @@ class Inputs:
             workloads=load_workloads(declared) if declared is not None else dict(WORKLOADS),
         )
 
-    def fleet(self, workload: str) -> Fleet:
-        return build_fleet(
+    def offers(self, workload: str) -> Offers:
+        return build_offers(
             self.catalog,
             workload,
             quotas=self.quotas,
@@ -188,14 +188,16 @@ def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
 
 
 def job_planner(
-    spec: JobSpec, fleet: Fleet, budget_cap: float, checkpoint_costs: CheckpointCosts | None
+    spec: JobSpec, offers: Offers, budget_cap: float, checkpoint_costs: CheckpointCosts | None
 ) -> tuple[Planner, Job]:
-    """The planner of the job ``spec`` on ``fleet`` for budgets up to ``budget_cap``
+    """The planner of the job ``spec`` on ``offers`` for budgets up to ``budget_cap``
     (recommend, sweep and the fleet plan build it the same way)."""
-    job = make_job(spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, fleet.workload_spec)
+    job = make_job(
+        spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, offers.workload_spec
+    )
     costs = replace(checkpoint_costs or CheckpointCosts(), restart_s=spec.restart_s)
     planner = Planner(
-        fleet,
+        offers,
         job,
         objective=spec.objective,
         budget_cap=budget_cap,
@@ -235,10 +237,10 @@ def recommend(
     budget = _check_budget(budget)
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
-    fleet = inputs.fleet(spec.workload)
+    offers = inputs.offers(spec.workload)
     # Explaining plans the next faster cluster at up to FASTER_BUDGET_STEPS[-1] x budget.
     cap = budget * FASTER_BUDGET_STEPS[-1] if explain else budget
-    planner, job = job_planner(spec, fleet, cap, checkpoint_costs)
+    planner, job = job_planner(spec, offers, cap, checkpoint_costs)
     recs = planner.recommend(budget, chosen, spec.top, explain=explain)
     if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
         if spec.deadline_h is not None:
@@ -247,23 +249,23 @@ def recommend(
                 raise InfeasibleError(
                     f"no cluster within ${budget:g}/h finishes the work by the "
                     f"{spec.deadline_h:g} h deadline: the fastest, "
-                    f"{cluster_words(planner.fleet, fastest[0])}, takes {fastest[1]:.4g} h "
+                    f"{cluster_words(planner.offers, fastest[0])}, takes {fastest[1]:.4g} h "
                     "expected; raise {deadline_h} to at least "
                     f"{math.ceil(fastest[1] * 100) / 100:.2f} or raise {{budget}}",
                     names=("deadline_h", "budget"),
                 )
-        raise infeasible_budget_error(fleet, job, budget, spec.max_nodes)
+        raise infeasible_budget_error(offers, job, budget, spec.max_nodes)
     return RecommendResult(
         budget,
         spec.objective,
         spec.workload,
         job.checkpoint_gb,
-        fleet.snapshot,
+        offers.snapshot,
         recs,
         spec.work_flops,
         spec.deadline_h,
         measurement_use(inputs.catalog, spec.workload, inputs.measured),
-        fleet.left_out,
+        offers.left_out,
     )
 
 
@@ -271,7 +273,7 @@ def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
     """The cluster with the shortest expected makespan within the budget: the most
     expected goodput, over the same candidates."""
     fastest = Planner(
-        planner.fleet,
+        planner.offers,
         planner.job,
         objective="goodput",
         budget_cap=budget,
@@ -345,28 +347,28 @@ def sweep(
         )
     chosen = check_policies(spec.policies)
     inputs = inputs or Inputs.load()
-    fleet = inputs.fleet(spec.workload)
-    planner, _ = job_planner(spec, fleet, max(budgets), checkpoint_costs)
+    offers = inputs.offers(spec.workload)
+    planner, _ = job_planner(spec, offers, max(budgets), checkpoint_costs)
     rows: list[dict[str, Any]] = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
-            fleet = planner.fleet
-            zone = fleet.gpu_spot_zone[config.worker] if fleet.gpu_spot_zone else None
+            offers = planner.offers
+            zone = offers.gpu_spot_zone[config.worker] if offers.gpu_spot_zone else None
             rows.append(
                 {
                     "budget": budget,
                     "policy": policy,
-                    "region": fleet.gpu_region_of(config.worker),
+                    "region": offers.gpu_region_of(config.worker),
                     "zone": zone if config.n_spot else None,
                     "architecture": config.architecture,
-                    "worker_type": planner.fleet.gpu_types[config.worker],
+                    "worker_type": planner.offers.gpu_types[config.worker],
                     "n_workers": config.n_workers,
                     "n_remote": config.n_remote,
                     "remote_type": (
-                        None if config.remote is None else planner.fleet.cpu_types[config.remote]
+                        None if config.remote is None else planner.offers.cpu_types[config.remote]
                     ),
-                    "hourly_cost": round(hourly_cost(planner.fleet, config), 10),
-                    "throughput_flops": throughput(planner.fleet, config),
+                    "hourly_cost": round(hourly_cost(planner.offers, config), 10),
+                    "throughput_flops": throughput(planner.offers, config),
                 }
             )
     top = max(budgets)
@@ -385,7 +387,7 @@ def sweep(
     for row in rows:
         row["normalized"] = row["throughput_flops"] / ref
     rows.sort(key=lambda r: (r["policy"], r["budget"]))
-    return SweepResult(budgets, spec.objective, spec.workload, rows, fleet.snapshot)
+    return SweepResult(budgets, spec.objective, spec.workload, rows, offers.snapshot)
 
 
 COMPARE_COLUMNS = [
@@ -467,12 +469,12 @@ def cluster_risk(
     from deepvm.planner.constraints import violations
     from deepvm.planner.goodput import config_risk, object_store_usd_per_hour
 
-    fleet = inputs.fleet(workload)
-    places = [i for i, t in enumerate(fleet.gpu_types) if t == instance_type]
+    offers = inputs.offers(workload)
+    places = [i for i, t in enumerate(offers.gpu_types) if t == instance_type]
     if not places:
         raise ParameterError("instance_type", instance_type, "is not a GPU type of the catalog")
     if len(places) > 1:  # the same type in several regions: prices differ
-        listed = ", ".join(fleet.gpu_region_of(i) for i in places)
+        listed = ", ".join(offers.gpu_region_of(i) for i in places)
         raise ParameterError(
             "instance_type",
             instance_type,
@@ -482,11 +484,11 @@ def cluster_risk(
     i = places[0]
     remote = None
     if architecture == TIERING:
-        region = fleet.gpu_region_of(i)
+        region = offers.gpu_region_of(i)
         local = [
             j
-            for j, t in enumerate(fleet.cpu_types)
-            if t == remote_type and fleet.cpu_region_of(j) == region
+            for j, t in enumerate(offers.cpu_types)
+            if t == remote_type and offers.cpu_region_of(j) == region
         ]
         if not local:
             raise ParameterError(
@@ -497,20 +499,20 @@ def cluster_risk(
         remote = local[0]
     job = make_job(workload, checkpoint_gb, checkpoint_versions)
     costs = CheckpointCosts(restart_s=restart_s)
-    fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
+    offers = replace(offers, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
     config = Config(architecture, i, n_workers, remote, n_remote if remote is not None else 0)
-    broken = violations(fleet, job, config, math.inf)
+    broken = violations(offers, job, config, math.inf)
     if broken:
         raise InputError(
             f"{n_workers} x {instance_type} ({architecture}) is not a feasible cluster: "
             + ", ".join(broken)
         )
-    r = config_risk(fleet, config, job, costs)
+    r = config_risk(offers, config, job, costs)
     return ClusterRisk(
         float(r.rate_per_s[0]),
         float(r.stall_s[0]),
         float(r.restart_s[0]),
-        hourly_cost(fleet, config),
-        throughput(fleet, config),
+        hourly_cost(offers, config),
+        throughput(offers, config),
         f"{n_workers} x {instance_type} ({architecture}, {config.n_spot} spot)",
     )

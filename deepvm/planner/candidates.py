@@ -16,7 +16,7 @@ from deepvm.cluster import Cluster
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
 from deepvm.planner import architectures as arch
-from deepvm.planner.fleet import Fleet, FloatArray, IntArray
+from deepvm.planner.offers import FloatArray, IntArray, Offers
 
 # The architectures' names, as configurations, Parquet and JSON spell them.
 SINGLE_ANCHOR = arch.SINGLE_ANCHOR.name
@@ -49,7 +49,7 @@ class Job:
 @dataclass(frozen=True)
 class Config:
     """One cluster: ``n_workers`` GPU nodes of ``worker`` (an index into the
-    fleet's GPU types) in ``architecture``, plus ``n_remote`` CPU nodes of
+    offers' GPU types) in ``architecture``, plus ``n_remote`` CPU nodes of
     ``remote`` (an index into its CPU types) for Tiering."""
 
     architecture: str
@@ -72,40 +72,40 @@ class Config:
         return (self.architecture, self.worker, self.n_workers)
 
 
-def hourly_cost(fleet: Fleet, config: Config) -> float:
+def hourly_cost(offers: Offers, config: Config) -> float:
     i, n = config.worker, config.n_workers
     workers = arch.architecture(config.architecture).worker_cost(
-        fleet.gpu_spot[i], fleet.gpu_ondemand[i], n, fleet.object_store_usd_per_hour
+        offers.gpu_spot[i], offers.gpu_ondemand[i], n, offers.object_store_usd_per_hour
     )
-    remote = 0.0 if config.remote is None else config.n_remote * fleet.cpu_ondemand[config.remote]
+    remote = 0.0 if config.remote is None else config.n_remote * offers.cpu_ondemand[config.remote]
     return float(workers + remote)
 
 
-def cluster_words(fleet: Fleet, config: Config) -> str:
+def cluster_words(offers: Offers, config: Config) -> str:
     """A configuration for messages, in deepvm.cluster.Cluster's words, e.g.
     ``tiering: 17 x g4dn.xlarge spot + 1 x c5.xlarge`` (its region where the
-    fleet has several)."""
+    offers span several)."""
     i = config.worker
     cluster = Cluster(
-        region=fleet.gpu_region_of(i),
+        region=offers.gpu_region_of(i),
         zone=None,
         architecture=config.architecture,
-        worker_type=fleet.gpu_types[i],
+        worker_type=offers.gpu_types[i],
         n_workers=config.n_workers,
         n_spot=config.n_spot,
         n_on_demand=config.n_on_demand,
-        remote_type=None if config.remote is None else fleet.cpu_types[config.remote],
+        remote_type=None if config.remote is None else offers.cpu_types[config.remote],
         n_remote=config.n_remote,
         hourly_cost=math.nan,
         throughput_flops=math.nan,
     )
-    return cluster.words(architecture=True, region=len(fleet.regions) > 1)
+    return cluster.words(architecture=True, region=len(offers.regions) > 1)
 
 
-def throughput(fleet: Fleet, config: Config) -> float:
-    """F_i * s_i(n) with the fleet's (selected) speedup model."""
+def throughput(offers: Offers, config: Config) -> float:
+    """F_i * s_i(n) with the offers' (selected) speedup model."""
     i = config.worker
-    return float(fleet.gpu_flops[i] * fleet.speedups(i, config.n_workers))
+    return float(offers.gpu_flops[i] * offers.speedups(i, config.n_workers))
 
 
 def within_budget(cost: float, budget: float) -> bool:
@@ -119,7 +119,7 @@ class Candidates:
     architecture: np.ndarray  # int8: index into ARCHITECTURES
     worker: np.ndarray  # int32
     n: np.ndarray  # int32
-    speedup: FloatArray  # s_i(n) with the fleet's models
+    speedup: FloatArray  # s_i(n) with the offers' models
 
     def __len__(self) -> int:
         return len(self.n)
@@ -128,13 +128,13 @@ class Candidates:
         codes = [arch.code(a) for a in architectures]
         return np.isin(self.architecture, codes)
 
-    def cost(self, fleet: Fleet) -> FloatArray:
-        """Hourly cost of the worker side at the fleet's current prices."""
-        return worker_cost(fleet, self.architecture, self.worker, self.n)
+    def cost(self, offers: Offers) -> FloatArray:
+        """Hourly cost of the worker side at the offers' current prices."""
+        return worker_cost(offers, self.architecture, self.worker, self.n)
 
 
 def worker_cost(
-    fleet: Fleet, architecture: np.ndarray, worker: np.ndarray, n: np.ndarray
+    offers: Offers, architecture: np.ndarray, worker: np.ndarray, n: np.ndarray
 ) -> FloatArray:
     """Hourly cost of worker sides (arrays of architecture codes, GPU types, counts;
     one code broadcasts to all), filled per architecture from its node roles."""
@@ -145,37 +145,37 @@ def worker_cost(
         if at.size:
             i = worker[at]
             cost[at] = a.worker_cost(
-                fleet.gpu_spot[i], fleet.gpu_ondemand[i], n[at], fleet.object_store_usd_per_hour
+                offers.gpu_spot[i], offers.gpu_ondemand[i], n[at], offers.object_store_usd_per_hour
             )
     return cost
 
 
-def _quota_column(fleet: Fleet, market: str) -> FloatArray:
+def _quota_column(offers: Offers, market: str) -> FloatArray:
     """Per GPU type, its quota group's limit in its region (looked up once per
     distinct (group, region), not once per type)."""
-    regions = fleet.gpu_region or ("",) * len(fleet.gpu_types)
+    regions = offers.gpu_region or ("",) * len(offers.gpu_types)
     limits: dict[tuple[str, str], float] = {}
-    out = np.empty(len(fleet.gpu_types))
-    for i, key in enumerate(zip(fleet.gpu_group, regions, strict=True)):
+    out = np.empty(len(offers.gpu_types))
+    for i, key in enumerate(zip(offers.gpu_group, regions, strict=True)):
         if key not in limits:
-            limits[key] = fleet.quotas.limit(key[0], market, key[1])
+            limits[key] = offers.quotas.limit(key[0], market, key[1])
         out[i] = limits[key]
     return out
 
 
-def node_limits(fleet: Fleet, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
+def node_limits(offers: Offers, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
     """Largest n per GPU type and architecture that the quotas and the cap allow."""
-    spot_q = _quota_column(fleet, "spot")
-    od_q = _quota_column(fleet, "on_demand")
-    has_spot = np.isfinite(fleet.gpu_spot)
+    spot_q = _quota_column(offers, "spot")
+    od_q = _quota_column(offers, "on_demand")
+    has_spot = np.isfinite(offers.gpu_spot)
     return {
-        a.name: a.max_workers(spot_q, od_q, fleet.gpu_vcpus, has_spot, max_nodes)
+        a.name: a.max_workers(spot_q, od_q, offers.gpu_vcpus, has_spot, max_nodes)
         for a in arch.REGISTRY
     }
 
 
 def build_candidates(
-    fleet: Fleet,
+    offers: Offers,
     *,
     max_nodes: int = DEFAULT_MAX_NODES,
     budget_cap: float | None = None,
@@ -184,8 +184,8 @@ def build_candidates(
     """Every (architecture, i, n) within quotas and ``max_nodes``; with
     ``budget_cap``, only those whose worker side alone costs at most that much.
     Built without a loop over instance types (catalogs of thousands of types)."""
-    limits = node_limits(fleet, max_nodes)
-    table = fleet.speedup_table(max_nodes)
+    limits = node_limits(offers, max_nodes)
+    table = offers.speedup_table(max_nodes)
     parts = []
     for code, a in enumerate(arch.REGISTRY):
         if a.name not in architectures:
@@ -198,7 +198,7 @@ def build_candidates(
         codes = np.full(len(n), code, dtype=np.int8)
         if budget_cap is not None:
             # one architecture per part: its code broadcasts
-            keep = worker_cost(fleet, codes[:1], worker, n) <= budget_cap * (1 + BUDGET_RTOL)
+            keep = worker_cost(offers, codes[:1], worker, n) <= budget_cap * (1 + BUDGET_RTOL)
             codes, worker, n = codes[keep], worker[keep], n[keep]
         parts.append((codes, worker, n))
     if not parts:

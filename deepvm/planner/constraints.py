@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import Config, Job, hourly_cost, within_budget
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 
 # (region, quota group, market): what one quota limit counts.
 QuotaKey = tuple[str, str, str]
@@ -60,11 +60,11 @@ class Constraint(Protocol):
     @property
     def name(self) -> str: ...
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool: ...
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool: ...
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]: ...
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]: ...
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str: ...
+    def words(self, f: Offers, c: Config, budget: float) -> str: ...
 
 
 def quota_words(key: QuotaKey, limit: float | None = None) -> str:
@@ -81,14 +81,14 @@ class Budget:
 
     name: str = "budget"
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
         cost = hourly_cost(f, c)
         return not math.isfinite(cost) or not within_budget(cost, budget)
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]:
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         return {}  # a job's own budget is no shared limit (the team budget is the fleet's)
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str:
+    def words(self, f: Offers, c: Config, budget: float) -> str:
         return f"the budget (${budget:g}/h)"
 
 
@@ -102,26 +102,26 @@ class WorkerQuota:
     def name(self) -> str:
         return "spot quota" if self.market == "spot" else "on-demand quota"
 
-    def _vcpus(self, f: Fleet, c: Config) -> float:
+    def _vcpus(self, f: Offers, c: Config) -> float:
         roles = arch.architecture(c.architecture)
         count = roles.n_spot if self.market == "spot" else roles.n_on_demand
         return float(count(c.n_workers)) * float(f.gpu_vcpus[c.worker])
 
-    def key(self, f: Fleet, c: Config) -> QuotaKey:
+    def key(self, f: Offers, c: Config) -> QuotaKey:
         return (f.gpu_region_of(c.worker), f.gpu_group[c.worker], self.market)
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
         return self._vcpus(f, c) > f.gpu_quota(c.worker, self.market)
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]:
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         used = self._vcpus(f, c)
         return {self.key(f, c): used} if used > 0 else {}
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str:
+    def words(self, f: Offers, c: Config, budget: float) -> str:
         return quota_words(self.key(f, c), f.gpu_quota(c.worker, self.market))
 
     def usage_rows(
-        self, f: Fleet, codes: np.ndarray, worker: np.ndarray, n: np.ndarray, *_: np.ndarray
+        self, f: Offers, codes: np.ndarray, worker: np.ndarray, n: np.ndarray, *_: np.ndarray
     ) -> tuple[list[QuotaKey], np.ndarray, FloatArray]:
         """``usage`` of many clusters: keys, per row its key's index, and vCPUs."""
         keys = [(f.gpu_region_of(i), f.gpu_group[i], self.market) for i in range(len(f.gpu_types))]
@@ -139,31 +139,31 @@ class RemoteQuota:
 
     name: str = "remote on-demand quota"
 
-    def key(self, f: Fleet, c: Config) -> QuotaKey:
+    def key(self, f: Offers, c: Config) -> QuotaKey:
         assert c.remote is not None
         return (f.cpu_region_of(c.remote), f.cpu_group[c.remote], "on_demand")
 
-    def _vcpus(self, f: Fleet, c: Config) -> float:
+    def _vcpus(self, f: Offers, c: Config) -> float:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return 0.0
         return c.n_remote * float(f.cpu_vcpus[c.remote])
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
         if c.remote is None:
             return False
         return self._vcpus(f, c) > f.cpu_quota(c.remote, "on_demand")
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]:
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         used = self._vcpus(f, c)
         return {self.key(f, c): used} if used > 0 else {}
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str:
+    def words(self, f: Offers, c: Config, budget: float) -> str:
         assert c.remote is not None
         return quota_words(self.key(f, c), f.cpu_quota(c.remote, "on_demand")) + " (remote tier)"
 
     def usage_rows(
         self,
-        f: Fleet,
+        f: Offers,
         codes: np.ndarray,
         worker: np.ndarray,
         n: np.ndarray,
@@ -183,16 +183,16 @@ class NetworkSaturation:
 
     name: str = "network saturation"
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return False
         beta = min(f.gpu_gbps[c.worker], f.cpu_gbps[c.remote])
         return c.n_workers > int(f.saturation(beta)) * c.n_remote
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]:
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         return {}
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str:
+    def words(self, f: Offers, c: Config, budget: float) -> str:
         return "network saturation (the remote tier's bandwidth)"
 
 
@@ -202,16 +202,16 @@ class CheckpointMemory:
 
     name: str = "checkpoint memory"
 
-    def broken(self, f: Fleet, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return False
         usable = c.n_remote * REMOTE_MEMORY_FRACTION * f.cpu_memory_gb[c.remote]
         return bool(usable < job.remote_memory_needed_gb)
 
-    def usage(self, f: Fleet, c: Config) -> dict[QuotaKey, float]:
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         return {}
 
-    def words(self, f: Fleet, c: Config, budget: float) -> str:
+    def words(self, f: Offers, c: Config, budget: float) -> str:
         return "remote memory (checkpoint versions the remote tier must hold)"
 
 
@@ -229,7 +229,7 @@ BY_NAME: dict[str, Constraint] = {c.name: c for c in CONSTRAINTS}
 REMOTE_LIMITS = (NetworkSaturation.name, CheckpointMemory.name)
 
 
-def _not_a_cluster(f: Fleet, c: Config) -> tuple[list[str], bool]:
+def _not_a_cluster(f: Offers, c: Config) -> tuple[list[str], bool]:
     """What makes a configuration no cluster of its architecture (too few workers,
     a remote tier it cannot have or lacks, remote nodes in another region, no
     spot market), and whether its limits can be checked at all."""
@@ -251,7 +251,7 @@ def _not_a_cluster(f: Fleet, c: Config) -> tuple[list[str], bool]:
     return problems, True
 
 
-def violations(f: Fleet, job: Job, c: Config, budget: float) -> list[str]:
+def violations(f: Offers, job: Job, c: Config, budget: float) -> list[str]:
     """Every constraint the configuration breaks (empty: feasible), by name.
     Written from the architectures' node roles, apart from the vectorised planner,
     to check its answers."""
@@ -262,7 +262,7 @@ def violations(f: Fleet, job: Job, c: Config, budget: float) -> list[str]:
 
 
 def usage_matrix(
-    f: Fleet,
+    f: Offers,
     codes: np.ndarray,
     worker: np.ndarray,
     n: np.ndarray,
@@ -290,7 +290,7 @@ def usage_matrix(
     return matrix[:, used], [names[u] for u in used]
 
 
-def usage(f: Fleet, c: Config) -> dict[QuotaKey, float]:
+def usage(f: Offers, c: Config) -> dict[QuotaKey, float]:
     """The cluster's use of every shared limit (quota keys, in vCPUs)."""
     out: dict[QuotaKey, float] = {}
     for constraint in CONSTRAINTS:
@@ -299,7 +299,7 @@ def usage(f: Fleet, c: Config) -> dict[QuotaKey, float]:
     return out
 
 
-def words(f: Fleet, c: Config, broken: str, budget: float) -> str:
+def words(f: Offers, c: Config, broken: str, budget: float) -> str:
     """A broken constraint (a name ``violations`` gave) in words for explanations."""
     constraint = BY_NAME.get(broken)
     return constraint.words(f, c, budget) if constraint is not None else broken

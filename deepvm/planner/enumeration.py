@@ -29,7 +29,7 @@ import numpy as np
 
 from deepvm.planner.candidates import BUDGET_RTOL, Job
 from deepvm.planner.constraints import remote_nodes_needed
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet, FloatArray, IntArray
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, IntArray, Offers
 
 # Scores this close (relative) count as equal; the cheaper cluster wins.
 SCORE_RTOL = 1e-7
@@ -60,14 +60,14 @@ class RemoteSides:
         return int(self.remote[row, n]), int(self.count[row, n])
 
 
-def remote_upper_bounds(fleet: Fleet, budget_cap: float | None) -> FloatArray:
+def remote_upper_bounds(offers: Offers, budget_cap: float | None) -> FloatArray:
     """The most nodes of each CPU type that its quota (and the budget cap) allow."""
-    if not len(fleet.cpu_types):
+    if not len(offers.cpu_types):
         return np.zeros(0)
-    quota = np.array([fleet.cpu_quota(j, "on_demand") for j in range(len(fleet.cpu_types))])
-    upper = np.floor(quota / fleet.cpu_vcpus)
+    quota = np.array([offers.cpu_quota(j, "on_demand") for j in range(len(offers.cpu_types))])
+    upper = np.floor(quota / offers.cpu_vcpus)
     if budget_cap is not None:
-        upper = np.minimum(upper, np.floor(budget_cap / fleet.cpu_ondemand + 1e-9))
+        upper = np.minimum(upper, np.floor(budget_cap / offers.cpu_ondemand + 1e-9))
     return np.minimum(upper, NO_REMOTE_CAP)
 
 
@@ -88,13 +88,13 @@ def undominated_remotes(
     return keep
 
 
-def remote_sides(fleet: Fleet, job: Job, max_nodes: int, upper: FloatArray) -> RemoteSides:
+def remote_sides(offers: Offers, job: Job, max_nodes: int, upper: FloatArray) -> RemoteSides:
     """The cheapest feasible remote side, in the workers' region, for every GPU type
     and n <= ``max_nodes``, in closed form over each region's undominated remote
     types (see the module docstring)."""
-    gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)
-    gpu_region = np.array(fleet.gpu_region or [""] * len(fleet.gpu_types), dtype=object)
-    cpu_region = np.array(fleet.cpu_region or [""] * len(fleet.cpu_types), dtype=object)
+    gpu_nsat = offers.saturation(offers.gpu_gbps).astype(float)
+    gpu_region = np.array(offers.gpu_region or [""] * len(offers.gpu_types), dtype=object)
+    cpu_region = np.array(offers.cpu_region or [""] * len(offers.cpu_types), dtype=object)
     # One table row per (region, N_sat(b_i)) class of GPU types.
     classes = sorted(set(zip(gpu_region, gpu_nsat, strict=True)))
     row = {c: r for r, c in enumerate(classes)}
@@ -104,8 +104,8 @@ def remote_sides(fleet: Fleet, job: Job, max_nodes: int, upper: FloatArray) -> R
     best_j = np.full(shape, -1, dtype=np.int64)
     best_m = np.zeros(shape, dtype=np.int64)
     n = np.arange(max_nodes + 1, dtype=float)[None, :]
-    cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
-    usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
+    cpu_nsat = offers.saturation(offers.cpu_gbps).astype(float)
+    usable = REMOTE_MEMORY_FRACTION * offers.cpu_memory_gb
     need = job.remote_memory_needed_gb
     with np.errstate(divide="ignore", invalid="ignore"):
         for region in sorted(set(gpu_region)):
@@ -114,11 +114,11 @@ def remote_sides(fleet: Fleet, job: Job, max_nodes: int, upper: FloatArray) -> R
             local = np.flatnonzero(cpu_region == region)
             for j in local[
                 undominated_remotes(
-                    cpu_nsat[local], usable[local], upper[local], fleet.cpu_ondemand[local]
+                    cpu_nsat[local], usable[local], upper[local], offers.cpu_ondemand[local]
                 )
             ]:
                 m = remote_nodes_needed(n, worker_nsat, cpu_nsat[j], usable[j], need)
-                here = np.where(m <= upper[j], m * fleet.cpu_ondemand[j], np.inf)
+                here = np.where(m <= upper[j], m * offers.cpu_ondemand[j], np.inf)
                 better = here < best[rows]
                 best[rows] = np.where(better, here, best[rows])
                 best_j[rows] = np.where(better, j, best_j[rows])

@@ -21,11 +21,11 @@ from deepvm.planner.candidates import (
     Job,
 )
 from deepvm.planner.enumeration import SCORE_RTOL
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, Fleet
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
 
 
 def enumerate_feasible(
-    fleet: Fleet,
+    offers: Offers,
     job: Job,
     budget: float,
     *,
@@ -35,10 +35,10 @@ def enumerate_feasible(
     """Every feasible configuration with its hourly cost; for Tiering every
     (j, m), not only the cheapest."""
     archs = set(architectures)
-    q = fleet.quotas
+    q = offers.quotas
     limit = budget * (1 + BUDGET_RTOL) + 1e-12
-    gpu_region = fleet.gpu_region or ("",) * len(fleet.gpu_types)
-    cpu_region = fleet.cpu_region or ("",) * len(fleet.cpu_types)
+    gpu_region = offers.gpu_region or ("",) * len(offers.gpu_types)
+    cpu_region = offers.cpu_region or ("",) * len(offers.cpu_types)
     out: list[tuple[Config, float]] = []
     # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, vCPUs,
     # quota), for the remote types of i's region (quotas count per region).
@@ -46,22 +46,22 @@ def enumerate_feasible(
         [
             (
                 j,
-                int(fleet.saturation(min(fleet.gpu_gbps[i], fleet.cpu_gbps[j]))),
-                REMOTE_MEMORY_FRACTION * float(fleet.cpu_memory_gb[j]),
-                float(fleet.cpu_ondemand[j]),
-                float(fleet.cpu_vcpus[j]),
-                q.limit(fleet.cpu_group[j], "on_demand", cpu_region[j]),
+                int(offers.saturation(min(offers.gpu_gbps[i], offers.cpu_gbps[j]))),
+                REMOTE_MEMORY_FRACTION * float(offers.cpu_memory_gb[j]),
+                float(offers.cpu_ondemand[j]),
+                float(offers.cpu_vcpus[j]),
+                q.limit(offers.cpu_group[j], "on_demand", cpu_region[j]),
             )
-            for j in range(len(fleet.cpu_types))
+            for j in range(len(offers.cpu_types))
             if cpu_region[j] == gpu_region[i]
         ]
-        for i in range(len(fleet.gpu_types))
+        for i in range(len(offers.gpu_types))
     ]
-    for i in range(len(fleet.gpu_types)):
-        spot = float(fleet.gpu_spot[i])
-        od = float(fleet.gpu_ondemand[i])
-        c = float(fleet.gpu_vcpus[i])
-        g, r = fleet.gpu_group[i], gpu_region[i]
+    for i in range(len(offers.gpu_types)):
+        spot = float(offers.gpu_spot[i])
+        od = float(offers.gpu_ondemand[i])
+        c = float(offers.gpu_vcpus[i])
+        g, r = offers.gpu_group[i], gpu_region[i]
         has_spot = not math.isnan(spot)
         for n in range(1, max_nodes + 1):
             if SINGLE_ANCHOR in archs and has_spot and n >= 2:
@@ -77,7 +77,7 @@ def enumerate_feasible(
                 if cost <= limit and n * c <= q.limit(g, "on_demand", r):
                     out.append((Config(ON_DEMAND, i, n), cost))
             if OBJECT_STORE in archs and has_spot:
-                cost = n * spot + fleet.object_store_usd_per_hour
+                cost = n * spot + offers.object_store_usd_per_hour
                 if cost <= limit and n * c <= q.limit(g, "spot", r):
                     out.append((Config(OBJECT_STORE, i, n), cost))
             if TIERING in archs and has_spot and n * c <= q.limit(g, "spot", r):

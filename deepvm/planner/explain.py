@@ -35,61 +35,61 @@ class Alternative(Cluster):
 def binding(planner: Planner, config: Config, budget: float) -> str | None:
     """What stops ``config`` from growing by one worker node, in words ("; "
     between several); None when nothing does (a larger cluster would be no better)."""
-    fleet, n = planner.fleet, config.n_workers
+    offers, n = planner.offers, config.n_workers
     reasons = []
     if n >= planner.max_nodes:
         reasons.append(f"the node cap (max_nodes = {planner.max_nodes} worker nodes)")
     grown = replace(config, n_workers=n + 1)
-    broken = violations(fleet, planner.job, grown, budget)
+    broken = violations(offers, planner.job, grown, budget)
     if config.remote is not None and set(REMOTE_LIMITS) & set(broken):
         wider = replace(grown, n_remote=config.n_remote + 1)
-        broken_wider = violations(fleet, planner.job, wider, budget)
+        broken_wider = violations(offers, planner.job, wider, budget)
         if not set(REMOTE_LIMITS) & set(broken_wider):
             broken = broken_wider  # one remote node more would carry it: what that costs binds
             grown = wider
-    reasons += [words(fleet, grown, b, budget) for b in broken]
-    if not reasons and throughput(fleet, grown) <= throughput(fleet, config) * (1 + 1e-9):
+    reasons += [words(offers, grown, b, budget) for b in broken]
+    if not reasons and throughput(offers, grown) <= throughput(offers, config) * (1 + 1e-9):
         reasons.append("scaling (one node more adds no throughput under the speedup model)")
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or None
 
 
 def cheaper(planner: Planner, policy: str, config: Config) -> Alternative | None:
     """The policy's best cluster that costs less than ``config``."""
-    cost = hourly_cost(planner.fleet, config)
+    cost = hourly_cost(planner.offers, config)
     below = cost * (1 - 1e-6) - 1e-9
     if below <= 0:
         return None
     found = planner.optimise(policy, below, 1)
     if not found:
         return None
-    return _alternative(planner, found[0][0], hourly_cost(planner.fleet, found[0][0]))
+    return _alternative(planner, found[0][0], hourly_cost(planner.offers, found[0][0]))
 
 
 def faster(planner: Planner, policy: str, config: Config, budget: float) -> Alternative | None:
     """The policy's best cluster at the first of :data:`FASTER_BUDGET_STEPS` times
     the budget that is faster than ``config``."""
-    now = throughput(planner.fleet, config)
+    now = throughput(planner.offers, config)
     for step in FASTER_BUDGET_STEPS:
         found = planner.optimise(policy, budget * step, 1)
-        if found and throughput(planner.fleet, found[0][0]) > now * (1 + 1e-9):
+        if found and throughput(planner.offers, found[0][0]) > now * (1 + 1e-9):
             return _alternative(planner, found[0][0], budget * step)
     return None
 
 
 def _alternative(planner: Planner, config: Config, budget: float) -> Alternative:
-    fleet = planner.fleet
+    offers = planner.offers
     i = config.worker
     return Alternative(
-        region=fleet.gpu_region_of(i),
-        zone=fleet.gpu_spot_zone[i] if config.n_spot and fleet.gpu_spot_zone else None,
+        region=offers.gpu_region_of(i),
+        zone=offers.gpu_spot_zone[i] if config.n_spot and offers.gpu_spot_zone else None,
         architecture=config.architecture,
-        worker_type=fleet.gpu_types[config.worker],
+        worker_type=offers.gpu_types[config.worker],
         n_workers=config.n_workers,
         n_spot=config.n_spot,
         n_on_demand=config.n_on_demand,
-        remote_type=None if config.remote is None else fleet.cpu_types[config.remote],
+        remote_type=None if config.remote is None else offers.cpu_types[config.remote],
         n_remote=config.n_remote,
-        hourly_cost=round(hourly_cost(fleet, config), 10),
-        throughput_flops=throughput(fleet, config),
+        hourly_cost=round(hourly_cost(offers, config), 10),
+        throughput_flops=throughput(offers, config),
         budget=round(budget, 10),
     )

@@ -17,7 +17,7 @@ from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import TIERING, Config
 from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
 from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
-from deepvm.planner.fleet import REMOTE_MEMORY_FRACTION, FloatArray
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
 from deepvm.planner.policies import Planner
 
 
@@ -64,10 +64,10 @@ class PlannerRows:
 
 def planner_rows(planner: Planner) -> PlannerRows:
     """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
-    fleet, c = planner.fleet, planner.candidates
+    offers, c = planner.offers, planner.candidates
     scores, allowed = planner.policy_scores("deepvm")
     live = np.flatnonzero(allowed & np.isfinite(scores) & np.isfinite(planner.least_cost))
-    worker_cost = np.nan_to_num(c.cost(fleet), nan=np.inf)
+    worker_cost = np.nan_to_num(c.cost(offers), nan=np.inf)
     tier = c.architecture[live] == arch.code(TIERING)
     plain = live[~tier]
     cand, remote, count, cost = (
@@ -77,7 +77,7 @@ def planner_rows(planner: Planner) -> PlannerRows:
         [worker_cost[plain]],
     )
     tiered = live[tier]
-    if tiered.size and len(fleet.cpu_types):
+    if tiered.size and len(offers.cpu_types):
         k, j, m, total = _remote_options(planner, tiered, worker_cost, math.inf)
         cand.append(k)
         remote.append(j)
@@ -93,7 +93,7 @@ def planner_rows(planner: Planner) -> PlannerRows:
     else:
         score_all = scores[k_all]
     usage, keys = usage_matrix(
-        fleet, c.architecture[k_all], c.worker[k_all], c.n[k_all], j_all, m_all
+        offers, c.architecture[k_all], c.worker[k_all], c.n[k_all], j_all, m_all
     )
     return PlannerRows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
 
@@ -131,23 +131,23 @@ def _remote_options(
     """Per Tiering candidate, every remote type of its region that can host it
     within the budget (its least node count), less those another type of the same
     quota group beats on both cost and vCPUs."""
-    fleet, c, job = planner.fleet, planner.candidates, planner.job
+    offers, c, job = planner.offers, planner.candidates, planner.job
     i, n = c.worker[tiered], c.n[tiered].astype(float)
-    upper = remote_upper_bounds(fleet, limit)
-    cpu_nsat = fleet.saturation(fleet.cpu_gbps).astype(float)
-    gpu_nsat = fleet.saturation(fleet.gpu_gbps).astype(float)[i]
-    usable = REMOTE_MEMORY_FRACTION * fleet.cpu_memory_gb
+    upper = remote_upper_bounds(offers, limit)
+    cpu_nsat = offers.saturation(offers.cpu_gbps).astype(float)
+    gpu_nsat = offers.saturation(offers.gpu_gbps).astype(float)[i]
+    usable = REMOTE_MEMORY_FRACTION * offers.cpu_memory_gb
     m = remote_nodes_needed(
         n[:, None], gpu_nsat[:, None], cpu_nsat[None, :], usable[None, :],
         job.remote_memory_needed_gb,
     )  # fmt: skip
-    gpu_region = np.array([fleet.gpu_region_of(int(w)) for w in i], dtype=object)
-    cpu_region = np.array([fleet.cpu_region_of(j) for j in range(len(usable))], dtype=object)
-    total = worker_cost[tiered][:, None] + m * fleet.cpu_ondemand[None, :]
+    gpu_region = np.array([offers.gpu_region_of(int(w)) for w in i], dtype=object)
+    cpu_region = np.array([offers.cpu_region_of(j) for j in range(len(usable))], dtype=object)
+    total = worker_cost[tiered][:, None] + m * offers.cpu_ondemand[None, :]
     ok = (gpu_region[:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
-    vcpus = m * fleet.cpu_vcpus[None, :]
+    vcpus = m * offers.cpu_vcpus[None, :]
     beaten = np.zeros_like(ok)
-    groups = np.array(fleet.cpu_group, dtype=object)
+    groups = np.array(offers.cpu_group, dtype=object)
     for j in range(len(usable)):
         for other in np.flatnonzero((groups == groups[j]) & (cpu_region == cpu_region[j])):
             if other == j:

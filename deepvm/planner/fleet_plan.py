@@ -2,8 +2,8 @@
 the account's quotas (per region, quota group and market) and, optionally, a team
 budget (docs/ARCHITECTURE.md, "For the fleet").
 
-("Fleet" here is the team's jobs; :class:`deepvm.planner.fleet.Fleet` is one job's
-view of the instance types.)
+("Fleet" is always the team's jobs; one job's instance types are its offers,
+:class:`deepvm.planner.offers.Offers`.)
 
 Each job's candidates come from its own planner, less the dominated ones
 (``deepvm.planner.fleet_options``). The rest is a multiple-choice knapsack with
@@ -39,7 +39,6 @@ from deepvm.planner.api import Inputs, job_planner, job_spec
 from deepvm.planner.candidates import Config, cluster_words
 from deepvm.planner.constraints import QuotaKey, quota_words, violations
 from deepvm.planner.constraints import usage as cluster_usage
-from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.planner.fleet_options import (
     JobOptions,
     PlannerRows,
@@ -49,6 +48,7 @@ from deepvm.planner.fleet_options import (
 )
 from deepvm.planner.fleet_types import FleetJob, FleetPlan, JobPlan, QuotaUse
 from deepvm.planner.highs import OPTIMAL
+from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, infeasible_budget_error
 
 # Values this close (relative) to the solo optimum count as reaching it.
@@ -157,7 +157,7 @@ def plan_fleet(
 def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
     """Each job alone: its planner, solo optimum and candidates. Jobs with the same
     spec share one planner (its budget cap the largest of their budgets)."""
-    fleets: dict[str, Fleet] = {}
+    offers_by_workload: dict[str, Offers] = {}
     planners: dict[JobSpec, Planner] = {}
     rows: dict[JobSpec, PlannerRows] = {}
     caps: dict[JobSpec, float] = {}
@@ -167,17 +167,19 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
     for w in work:
         spec = job_spec(w.job.spec, {})
         try:
-            if spec.workload not in fleets:
-                fleets[spec.workload] = inputs.fleet(spec.workload)
+            if spec.workload not in offers_by_workload:
+                offers_by_workload[spec.workload] = inputs.offers(spec.workload)
             if spec not in planners:
-                planners[spec] = job_planner(spec, fleets[spec.workload], caps[spec], None)[0]
+                planners[spec] = job_planner(
+                    spec, offers_by_workload[spec.workload], caps[spec], None
+                )[0]
             planner = planners[spec]
             w.planner = planner
             found = planner.optimise("deepvm", w.job.budget, 1)
             if not found:
                 w.note = str(
                     infeasible_budget_error(
-                        planner.fleet, planner.job, w.job.budget, spec.max_nodes
+                        planner.offers, planner.job, w.job.budget, spec.max_nodes
                     )
                 )
                 continue
@@ -208,7 +210,7 @@ def _score(planner: Planner, config: Config) -> float:
         return float(scores[k])
     from deepvm.planner.candidates import hourly_cost
 
-    return float(scores[k] / planner.least_cost[k] * hourly_cost(planner.fleet, config))
+    return float(scores[k] / planner.least_cost[k] * hourly_cost(planner.offers, config))
 
 
 def _value(w: _Job, score: FloatArray | float) -> FloatArray:
@@ -444,14 +446,14 @@ def _check(
         if config is None:
             continue
         assert w.planner is not None
-        fleet, job = w.planner.fleet, w.planner.job
-        for why in violations(fleet, job, config, w.job.budget):
-            broken.append(f"{w.job.name}: {cluster_words(fleet, config)}: {why}")
+        offers, job = w.planner.offers, w.planner.job
+        for why in violations(offers, job, config, w.job.budget):
+            broken.append(f"{w.job.name}: {cluster_words(offers, config)}: {why}")
         if w.job.shared:
             from deepvm.planner.candidates import hourly_cost
 
-            total += hourly_cost(fleet, config)
-            for key, vcpus in cluster_usage(fleet, config).items():
+            total += hourly_cost(offers, config)
+            for key, vcpus in cluster_usage(offers, config).items():
                 used[key] = used.get(key, 0.0) + vcpus
     for key, vcpus in used.items():
         if vcpus > _limit(inputs, key) + 1e-6:
@@ -497,11 +499,11 @@ def _usage(
     for w in work:
         if not w.job.shared or w.planner is None:
             continue
-        fleet = w.planner.fleet
+        offers = w.planner.offers
         for slot, config in ((0, picks.get(w.job.name)), (1, w.solo)):
             if config is None:
                 continue
-            for key, vcpus in cluster_usage(fleet, config).items():
+            for key, vcpus in cluster_usage(offers, config).items():
                 out.setdefault(key, [0.0, 0.0])[slot] += vcpus
     return {key: (v[0], v[1]) for key, v in out.items()}
 
@@ -524,10 +526,10 @@ def _explain(
             continue
         if plan.planned and plan.value >= 1 - VALUE_RTOL:
             continue
-        fleet = w.planner.fleet
+        offers = w.planner.offers
         planned = picks.get(w.job.name)
-        mine = cluster_usage(fleet, planned) if planned is not None else {}
-        solo = cluster_usage(fleet, w.solo)
+        mine = cluster_usage(offers, planned) if planned is not None else {}
+        solo = cluster_usage(offers, w.solo)
         reasons = []
         for key in sorted(solo):
             after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]

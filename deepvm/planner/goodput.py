@@ -42,7 +42,7 @@ import numpy as np
 
 from deepvm.planner.architectures import REGISTRY, Checkpoints, code
 from deepvm.planner.candidates import Config, Job
-from deepvm.planner.fleet import Fleet, FloatArray
+from deepvm.planner.offers import FloatArray, Offers
 from deepvm.preemption import DEFAULT_INTERRUPTION_RATE, efficiency
 
 HOURS_PER_MONTH = 730.0
@@ -93,16 +93,16 @@ class Risk:
     efficiency: FloatArray  # expected useful work / wall time
 
 
-def hourly_hazards(fleet: Fleet) -> FloatArray:
+def hourly_hazards(offers: Offers) -> FloatArray:
     """Per GPU type, the per-node hourly hazard (unknown rates: the worst bucket)."""
     f = np.where(
-        np.isnan(fleet.gpu_interruption), DEFAULT_INTERRUPTION_RATE, fleet.gpu_interruption
+        np.isnan(offers.gpu_interruption), DEFAULT_INTERRUPTION_RATE, offers.gpu_interruption
     )
     return -np.log1p(-f) / HOURS_PER_MONTH
 
 
 def risk(
-    fleet: Fleet,
+    offers: Offers,
     architecture: np.ndarray,
     worker: np.ndarray,
     n: np.ndarray,
@@ -113,8 +113,8 @@ def risk(
     """The preemption model (see the module doc) for arrays of worker sides."""
     n = n.astype(float)
     c = job.checkpoint_gb
-    link_s = 8.0 * c / fleet.gpu_gbps[worker]
-    object_s = c / np.minimum(fleet.gpu_gbps[worker] / 8.0, costs.object_store_gb_per_s)
+    link_s = 8.0 * c / offers.gpu_gbps[worker]
+    object_s = c / np.minimum(offers.gpu_gbps[worker] / 8.0, costs.object_store_gb_per_s)
     n_spot = np.zeros(len(n))
     stall = np.zeros(len(n))
     restart = np.zeros(len(n))
@@ -134,14 +134,14 @@ def risk(
         if a.uses_spot:
             reload = object_s if a.checkpoints == Checkpoints.OBJECT_STORE else link_s
             restart[at] = costs.restart_s + reload[at]
-    rate = n_spot * hourly_hazards(fleet)[worker] / 3600.0
+    rate = n_spot * hourly_hazards(offers)[worker] / 3600.0
     # With work given, the interval is capped by the run's own length.
     eff, tau = efficiency(rate, stall, restart, work_s)
     return Risk(rate, stall, restart, tau, eff)
 
 
 def config_risk(
-    fleet: Fleet, config: Config, job: Job, costs: CheckpointCosts, work_s: float | None = None
+    offers: Offers, config: Config, job: Job, costs: CheckpointCosts, work_s: float | None = None
 ) -> Risk:
     arrays = (
         np.array([code(config.architecture)]),
@@ -149,4 +149,4 @@ def config_risk(
         np.array([config.n_workers]),
     )
     work = None if work_s is None else np.array([work_s])
-    return risk(fleet, *arrays, job, costs, work)
+    return risk(offers, *arrays, job, costs, work)

@@ -21,7 +21,7 @@ from deepvm.errors import InputError
 from deepvm.flopp import SECONDS_PER_HOUR
 from deepvm.planner.architectures import REGISTRY, architecture
 from deepvm.planner.candidates import Candidates, Config, throughput
-from deepvm.planner.fleet import Fleet, FloatArray
+from deepvm.planner.offers import FloatArray, Offers
 
 # Objectives that price preemption, and so may plan all-spot object-store clusters.
 RISK_OBJECTIVES = ("goodput", "cost")
@@ -34,27 +34,27 @@ def check_objective(objective: str) -> str:
 
 
 def candidate_scores(
-    fleet: Fleet, candidates: Candidates, objective: str, *, linear_scaling: bool = False
+    offers: Offers, candidates: Candidates, objective: str, *, linear_scaling: bool = False
 ) -> FloatArray:
     """The objective of every candidate; ``linear_scaling`` plans with s(n) = n."""
     i = candidates.worker
     s = candidates.n.astype(float) if linear_scaling else candidates.speedup
-    flops = fleet.gpu_flops[i] * s
+    flops = offers.gpu_flops[i] * s
     if objective in ("throughput", "goodput", "cost"):  # the Planner applies the risk
         return flops
     on_demand = [a.name for a in REGISTRY if a.market == "on_demand"]
     od = candidates.arch_mask(*on_demand)  # p_i: the workers' market price
-    price = np.where(od, fleet.gpu_ondemand[i], fleet.gpu_spot[i])
+    price = np.where(od, offers.gpu_ondemand[i], offers.gpu_spot[i])
     with np.errstate(invalid="ignore"):
         return np.nan_to_num(SECONDS_PER_HOUR * flops / price, nan=0.0)
 
 
-def config_objective(fleet: Fleet, config: Config, objective: str) -> float:
-    """The objective of one configuration with the fleet's (selected) speedup model."""
-    flops = throughput(fleet, config)
+def config_objective(offers: Offers, config: Config, objective: str) -> float:
+    """The objective of one configuration with the offers' (selected) speedup model."""
+    flops = throughput(offers, config)
     if objective == "throughput":
         return flops
     i = config.worker
     market = architecture(config.architecture).market  # p_i: the workers' market price
-    price = fleet.gpu_ondemand[i] if market == "on_demand" else fleet.gpu_spot[i]
+    price = offers.gpu_ondemand[i] if market == "on_demand" else offers.gpu_spot[i]
     return float(SECONDS_PER_HOUR * flops / price)

@@ -41,7 +41,6 @@ from deepvm.planner.enumeration import (
 )
 from deepvm.planner.explain import Alternative, cheaper, faster
 from deepvm.planner.explain import binding as explain_binding
-from deepvm.planner.fleet import Fleet, FloatArray
 from deepvm.planner.goodput import (
     CheckpointCosts,
     config_risk,
@@ -55,6 +54,7 @@ from deepvm.planner.objectives import (
     check_objective,
     config_objective,
 )
+from deepvm.planner.offers import FloatArray, Offers
 
 OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
 # The solver names recommendations carry: every candidate evaluated exactly
@@ -123,7 +123,7 @@ class Planner:
 
     def __init__(
         self,
-        fleet: Fleet,
+        offers: Offers,
         job: Job,
         *,
         objective: str = "throughput",
@@ -144,12 +144,14 @@ class Planner:
             )
         self.costs = checkpoint_costs or CheckpointCosts()
         self.work_flops, self.deadline_h = work_flops, deadline_h
-        fleet = replace(fleet, object_store_usd_per_hour=object_store_usd_per_hour(job, self.costs))
-        self.fleet, self.job = fleet, job
+        offers = replace(
+            offers, object_store_usd_per_hour=object_store_usd_per_hour(job, self.costs)
+        )
+        self.offers, self.job = offers, job
         self.max_nodes = max_nodes
-        self._anchor_limit = node_limits(fleet, max_nodes)[SINGLE_ANCHOR]
+        self._anchor_limit = node_limits(offers, max_nodes)[SINGLE_ANCHOR]
         self.candidates: Candidates = build_candidates(
-            fleet,
+            offers,
             max_nodes=max_nodes,
             budget_cap=budget_cap,
             architectures=(
@@ -157,9 +159,9 @@ class Planner:
             ),
         )
         c = self.candidates
-        self.remotes = remote_sides(fleet, job, max_nodes, remote_upper_bounds(fleet, budget_cap))
+        self.remotes = remote_sides(offers, job, max_nodes, remote_upper_bounds(offers, budget_cap))
         # Per candidate, the least hourly cost of a whole cluster built on it.
-        self.least_cost: FloatArray = np.nan_to_num(c.cost(fleet), nan=np.inf)
+        self.least_cost: FloatArray = np.nan_to_num(c.cost(offers), nan=np.inf)
         self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
         self._checked: dict[Config, tuple[list[str], float]] = {}
         # Per planning model (linear scaling or not): the score and which candidates
@@ -171,14 +173,14 @@ class Planner:
 
     def _plan_scores(self, linear: bool) -> tuple[FloatArray, np.ndarray]:
         c = self.candidates
-        flops = candidate_scores(self.fleet, c, self.objective, linear_scaling=linear)
+        flops = candidate_scores(self.offers, c, self.objective, linear_scaling=linear)
         admitted = np.ones(len(c), dtype=bool)
         if self.objective not in RISK_OBJECTIVES:
             return flops, admitted
         work_s = None
         if self.work_flops is not None:
             work_s = self.work_flops / np.maximum(flops, 1e-300)
-        r = risk(self.fleet, c.architecture, c.worker, c.n, self.job, self.costs, work_s)
+        r = risk(self.offers, c.architecture, c.worker, c.n, self.job, self.costs, work_s)
         goodput = flops * r.efficiency
         if self.objective == "goodput":
             return goodput, admitted
@@ -226,14 +228,14 @@ class Planner:
         bug). A sweep answers many budgets with few clusters: the constraints are
         checked once per cluster, the budget for each answer."""
         if config not in self._checked:
-            broken = violations(self.fleet, self.job, config, math.inf)
-            self._checked[config] = (broken, hourly_cost(self.fleet, config))
+            broken = violations(self.offers, self.job, config, math.inf)
+            self._checked[config] = (broken, hourly_cost(self.offers, config))
         broken, cost = self._checked[config]
         if not within_budget(cost, budget):
             broken = [*broken, "budget"]
         if broken:
             raise SolverError(
-                f"planner answer {cluster_words(self.fleet, config)} failed verification: "
+                f"planner answer {cluster_words(self.offers, config)} failed verification: "
                 + ", ".join(broken)
             )
         return config
@@ -248,7 +250,7 @@ class Planner:
         affords, then per budget the type that ranks first (cost_first: most nodes,
         then the faster type, then cheaper; performance_first: the fastest type,
         then most nodes, then cheaper)."""
-        f = self.fleet
+        f = self.offers
         limit = self._anchor_limit
         i = np.flatnonzero((limit >= 2) & np.isfinite(f.gpu_spot))
         if not i.size:
@@ -303,7 +305,7 @@ class Planner:
     def describe(
         self, policy: str, rank: int, config: Config, solver: str, solve_s: float
     ) -> Recommendation:
-        f = self.fleet
+        f = self.offers
         i = config.worker
         model = f.gpu_models[i]
         flops = throughput(f, config)
@@ -374,27 +376,27 @@ class Planner:
         return result
 
 
-def cheapest_cluster(fleet: Fleet, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
+def cheapest_cluster(offers: Offers, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
     """The cheapest feasible cluster of any architecture: what the budget must at
     least be (each candidate's least cost, Tiering with its cheapest remote side)."""
-    planner = Planner(fleet, job, max_nodes=max_nodes)
+    planner = Planner(offers, job, max_nodes=max_nodes)
     if len(planner.candidates) == 0 or not np.isfinite(planner.least_cost).any():
         return None
     return planner.config(int(np.argmin(planner.least_cost)))
 
 
 def infeasible_budget_error(
-    fleet: Fleet, job: Job, budget: float, max_nodes: int = DEFAULT_MAX_NODES
+    offers: Offers, job: Job, budget: float, max_nodes: int = DEFAULT_MAX_NODES
 ) -> InfeasibleError:
-    cheapest = cheapest_cluster(fleet, job, max_nodes)
+    cheapest = cheapest_cluster(offers, job, max_nodes)
     if cheapest is None:
         return InfeasibleError(
             "no cluster is feasible at any budget: check quotas and the checkpoint size"
         )
-    cost = hourly_cost(fleet, cheapest)
+    cost = hourly_cost(offers, cheapest)
     return InfeasibleError(
         f"budget ${budget:g}/h is below the cheapest feasible cluster: "
-        f"{cluster_words(fleet, cheapest)} "
+        f"{cluster_words(offers, cheapest)} "
         f"at ${cost:.4f}/h; raise {{budget}} to at least {math.ceil(cost * 100) / 100:.2f}",
         names=("budget",),
     )

@@ -1,5 +1,7 @@
-"""The planner's view of the inputs: per-instance-type facts as arrays, resolved
-for one workload (throughput, speedup model): docs/ARCHITECTURE.md, "Inputs"."""
+"""The offers: what the instance types on sale offer one workload, as arrays
+(prices, vCPUs, network, quota group, throughput, speedup model), one entry per
+(region, instance type): docs/ARCHITECTURE.md, "Inputs". ("Fleet" is the team's
+registered jobs, deepvm.planner.fleet_plan; these are one job's offers.)"""
 
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class Fleet:
-    """GPU worker candidates (index i) and CPU remote candidates (index j): one entry
-    per (region, instance type). Quotas count per region, and a Tiering cluster's
-    remote nodes are in its workers' region."""
+class Offers:
+    """The offers of one workload: GPU worker types (index i) and CPU remote types
+    (index j), one entry per (region, instance type). Quotas count per region, and
+    a Tiering cluster's remote nodes are in its workers' region."""
 
     gpu_types: tuple[str, ...]
     gpu_spot: FloatArray  # USD/h, NaN = no spot market
@@ -97,7 +99,7 @@ class Fleet:
 
     def with_prices(
         self, gpu_spot: FloatArray, gpu_ondemand: FloatArray, cpu_ondemand: FloatArray
-    ) -> Fleet:
+    ) -> Offers:
         from dataclasses import replace
 
         return replace(
@@ -105,7 +107,7 @@ class Fleet:
         )
 
 
-def build_fleet(
+def build_offers(
     catalog: Catalog,
     workload: str,
     *,
@@ -115,7 +117,7 @@ def build_fleet(
     saturation: SaturationModel | None = None,
     published: Published | None = None,
     workloads: Mapping[str, Workload] | None = None,
-) -> Fleet:
+) -> Offers:
     """Resolve throughput and speedup models for ``workload``; raise on unknown
     workloads. GPU types whose accelerator memory (where the catalog gives it) is
     below what the workload needs per GPU are left out, and named in ``left_out``."""
@@ -172,7 +174,7 @@ def build_fleet(
     def floats(t: Table, column: str) -> FloatArray:
         return t[column].astype(float)
 
-    return Fleet(
+    return Offers(
         gpu_types=types,
         gpu_spot=floats(g, "spot_price"),
         gpu_ondemand=floats(g, "ondemand_price"),
