@@ -27,7 +27,7 @@ from deepvm.config import JobSpec
 from deepvm.errors import DeepvmError
 from deepvm.planner import Inputs, recommend
 from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import FleetJob
+from deepvm.planner.fleet_types import RegisteredJob
 from deepvm.quotas import load_quotas
 
 REGIONS = {"us-east-1": 1.0, "us-west-2": 0.95, "eu-west-1": 1.10}
@@ -58,7 +58,7 @@ def three_regions() -> tuple[Catalog, str]:
     )
 
 
-def jobs(count: int, seed: int = 7, budgets: list[int] = BUDGETS) -> list[FleetJob]:
+def jobs(count: int, seed: int = 7, budgets: list[int] = BUDGETS) -> list[RegisteredJob]:
     rng = random.Random(seed)
     out = []
     for k in range(count):
@@ -71,7 +71,9 @@ def jobs(count: int, seed: int = 7, budgets: list[int] = BUDGETS) -> list[FleetJ
             deadline_h=rng.choice([None, 24.0, 72.0]) if objective == "cost" else None,
         )
         budget = rng.choice(budgets)
-        out.append(FleetJob(f"job{k}", float(budget), spec, priority=rng.choice([1.0, 2.0, 3.0])))
+        out.append(
+            RegisteredJob(f"job{k}", float(budget), spec, priority=rng.choice([1.0, 2.0, 3.0]))
+        )
     return out
 
 

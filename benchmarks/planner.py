@@ -28,7 +28,7 @@ import pandas as pd
 from deepvm.catalog import Catalog, validate_catalog
 from deepvm.cli.plan import parse_budgets
 from deepvm.planner import Inputs
-from deepvm.planner.api import make_job
+from deepvm.planner.api import checkpoint_needs
 from deepvm.planner.candidates import ON_DEMAND, SINGLE_ANCHOR, hourly_cost, throughput
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.policies import POLICIES, Planner
@@ -141,7 +141,7 @@ def paper_sweep() -> None:
     )
     budgets = parse_budgets(SWEEP)
     fleet = inputs.offers("resnet50")
-    job = make_job("resnet50", None, 2)
+    job = checkpoint_needs("resnet50", None, 2)
     max_nodes = 256
 
     plan_times = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from enum import StrEnum
 
 from deepvm.errors import ParameterError
 
@@ -16,9 +17,32 @@ DEFAULT_STORE = "deepvm-store"
 # are kept this long (Delta's own vacuum default); no writer may run longer.
 DEFAULT_RETAIN_HOURS = 168.0
 
+
+class Objective(StrEnum):
+    """What the planner maximises (docs/ARCHITECTURE.md, "Objectives"). Members
+    equal their names as strings, which is how JSON, Parquet and forms spell them."""
+
+    THROUGHPUT = "throughput"
+    PAPER = "paper"
+    GOODPUT = "goodput"
+    COST = "cost"
+
+
+class Policy(StrEnum):
+    """How a cluster is chosen (docs/ARCHITECTURE.md, "Policies")."""
+
+    DEEPVM = "deepvm"
+    DEEPVM_NOSCALE = "deepvm_noscale"
+    COST_FIRST = "cost_first"
+    PERFORMANCE_FIRST = "performance_first"
+    ON_DEMAND = "on_demand"
+
+
+ALL_POLICIES = "all"  # what a request may say for every policy
+
 # The job.
 DEFAULT_WORKLOAD = "resnet50"
-DEFAULT_OBJECTIVE = "throughput"
+DEFAULT_OBJECTIVE = Objective.THROUGHPUT
 DEFAULT_TOP = 3
 DEFAULT_MAX_NODES = 256
 DEFAULT_CHECKPOINT_VERSIONS = 2
@@ -49,8 +73,8 @@ MAX_SWEEP_BUDGETS = 100_000
 MAX_NAME_LENGTH = 120
 
 # Vocabularies every front end validates against.
-OBJECTIVES = ("throughput", "paper", "goodput", "cost")
-POLICIES = ("deepvm", "deepvm_noscale", "cost_first", "performance_first", "on_demand")
+OBJECTIVES: tuple[Objective, ...] = tuple(Objective)
+POLICIES: tuple[Policy, ...] = tuple(Policy)
 
 
 @dataclass(frozen=True)
@@ -64,8 +88,9 @@ class JobSpec:
     workload: str = DEFAULT_WORKLOAD
     checkpoint_gb: float | None = None  # None: the workload's weights + Adam state
     checkpoint_versions: int = DEFAULT_CHECKPOINT_VERSIONS
-    objective: str = DEFAULT_OBJECTIVE
-    policies: tuple[str, ...] = ("deepvm",)
+    # Names are accepted ("cost", ["deepvm", "all"]) and become members.
+    objective: Objective | str = DEFAULT_OBJECTIVE
+    policies: tuple[Policy | str, ...] = (Policy.DEEPVM,)
     top: int = DEFAULT_TOP
     work_flops: float | None = None  # total training FLOPs (objective cost needs it)
     deadline_h: float | None = None  # objective cost: bound on the expected makespan
@@ -78,27 +103,33 @@ class JobSpec:
         _number(self, "checkpoint_gb", low=0.0, optional=True)
         _whole(self, "checkpoint_versions", low=1)
         if self.objective not in OBJECTIVES:
-            raise ParameterError("objective", self.objective, f"must be one of {OBJECTIVES}")
+            raise ParameterError(
+                "objective", self.objective, f"must be one of {', '.join(OBJECTIVES)}"
+            )
+        object.__setattr__(self, "objective", Objective(self.objective))
         policies = self.policies
         if isinstance(policies, str):
             policies = (policies,)
         if not isinstance(policies, tuple | list):
-            known = ", ".join((*POLICIES, "all"))
+            known = ", ".join((*POLICIES, ALL_POLICIES))
             raise ParameterError(
                 "policies", policies, f"must be a policy name or a list of them ({known})"
             )
         policies = tuple(policies)
         object.__setattr__(self, "policies", policies)
-        unknown = [p for p in policies if p not in (*POLICIES, "all")]
+        unknown = [p for p in policies if p not in (*POLICIES, ALL_POLICIES)]
         if not policies or unknown:
             raise ParameterError(
                 "policies", unknown[0] if unknown else policies,
-                f"is not a policy; known: {', '.join(POLICIES)}, all",
+                f"is not a policy; known: {', '.join(POLICIES)}, {ALL_POLICIES}",
             )  # fmt: skip
+        # "all" is every policy; each a Policy from here on.
+        chosen = POLICIES if ALL_POLICIES in policies else tuple(dict.fromkeys(policies))
+        object.__setattr__(self, "policies", tuple(Policy(p) for p in chosen))
         _whole(self, "top", low=1)
         _number(self, "work_flops", low=0.0, optional=True, strict=True)
         _number(self, "deadline_h", low=0.0, optional=True, strict=True)
-        if self.deadline_h is not None and self.objective != "cost":
+        if self.deadline_h is not None and self.objective != Objective.COST:
             raise ParameterError("deadline_h", self.deadline_h, "applies to objective cost only")
         _number(self, "restart_s", low=0.0)
         _whole(self, "max_nodes", low=1)

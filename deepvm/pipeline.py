@@ -38,8 +38,8 @@ from deepvm.errors import (
 )
 from deepvm.names import check_date
 from deepvm.planner.api import Inputs
-from deepvm.planner.fleet_types import FleetPlan
-from deepvm.scenarios import Scenario, scenario_key
+from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
+from deepvm.scenarios import scenario_key
 from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 
@@ -216,7 +216,7 @@ class PlanOutcome:
 
 def replan(
     store: Store,
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[RegisteredJob],
     snapshot_date: str | None = None,
     region: str | None = None,
     workloads: str | Path | None = None,
@@ -246,7 +246,7 @@ def replan(
 
 def plan_fleet_stage(
     store: Store,
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[RegisteredJob],
     snapshot_date: str | None = None,
     region: str | None = None,
     team_budget: float | None = None,
@@ -386,7 +386,7 @@ def run_directly(name: str, stage: Callable[..., _T], /, *args: Any, **kwargs: A
 
 def nightly(
     store: Store,
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[RegisteredJob],
     *,
     source: str = "snapshot",
     snapshot_date: str | None = None,

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from deepvm._datasets import dataset_path
-from deepvm.config import JOB_OPTIONS, JobSpec
+from deepvm.config import JOB_OPTIONS, JobSpec, Objective
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH
-from deepvm.planner.fleet_types import FleetJob
+from deepvm.planner.fleet_types import RegisteredJob
 from deepvm.workloads import WORKLOADS, Workload
 
 log = logging.getLogger("deepvm")
@@ -35,18 +35,13 @@ def scenario_key(param: str) -> str:
     return _KEYS.get(param, param)
 
 
-# A registered job is what the fleet plans: its name (a store file name), budget,
-# spec, priority and whether it runs alongside the others (the file's ``fleet``).
-Scenario = FleetJob
-
-
 def default_scenarios_path() -> Path:
     return dataset_path("scenarios.toml")
 
 
 def load_scenarios(
     path: str | Path | None = None, workloads: Mapping[str, Workload] | None = None
-) -> list[Scenario]:
+) -> list[RegisteredJob]:
     """Read and validate the jobs; errors name the file and the entry. ``workloads``:
     the names a job may use (default: the sample models; with --workloads, also the
     user's)."""
@@ -79,7 +74,7 @@ def load_scenarios(
     return out
 
 
-def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scenario:
+def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> RegisteredJob:
     if not isinstance(job, dict):
         raise InputError(f"{label}: must be a table of keys")
     missing = [k for k in REQUIRED if k not in job]
@@ -127,6 +122,6 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Scen
         spec = JobSpec(workload=workload, **options)  # type: ignore[arg-type]
     except ParameterError as exc:  # named as the file names it
         raise InputError(f"{label}: {exc.render(scenario_key)}") from None
-    if spec.objective == "cost" and spec.work_flops is None:
+    if spec.objective == Objective.COST and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
-    return Scenario(name.strip(), float(budget), spec, float(priority), shared=shared)
+    return RegisteredJob(name.strip(), float(budget), spec, float(priority), shared=shared)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -21,12 +21,12 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from deepvm import pipeline
-from deepvm.config import JobSpec
+from deepvm.config import ALL_POLICIES, JobSpec, Objective
 from deepvm.errors import DeepvmError, ParameterError
-from deepvm.planner.fleet_types import FleetPlan
+from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
-from deepvm.scenarios import Scenario, scenario_key
+from deepvm.scenarios import scenario_key
 from deepvm.store import Store, store_uri
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
 
@@ -34,9 +34,8 @@ StoreUri = Annotated[
     str | None,
     Field(description="store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker"),
 ]
-Objective = Literal["throughput", "paper", "goodput", "cost"]
 # The choices the UI's form offers for policies.
-PolicyName = StrEnum("PolicyName", {p: p for p in ("all", *POLICIES)})  # type: ignore[misc]
+PolicyName = StrEnum("PolicyName", {str(p): str(p) for p in (ALL_POLICIES, *POLICIES)})  # type: ignore[misc]
 DateText = Annotated[
     str | None,
     Field(
@@ -69,7 +68,7 @@ SkyPilotCsv = Annotated[
 ]
 PETA = 1e15
 DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
-ALL_POLICIES = PolicyName("all")
+EVERY_POLICY = PolicyName(ALL_POLICIES)
 
 # The library's parameter names as these flows call them (errors name the field).
 FLOW_NAMES = {"timeout_s": "price_timeout_s"}
@@ -154,14 +153,14 @@ def refit_task(store: Store) -> int | None:
 
 
 @task(name="plan-job", cache_policy=NO_CACHE)
-def plan_job_task(store: Store, job: Scenario) -> pipeline.PlanOutcome:
+def plan_job_task(store: Store, job: RegisteredJob) -> pipeline.PlanOutcome:
     return pipeline.replan(store, [job])[0]
 
 
 @task(name="plan-fleet", cache_policy=NO_CACHE)
 def plan_fleet_task(
     store: Store,
-    jobs: list[Scenario],
+    jobs: list[RegisteredJob],
     snapshot_date: str | None,
     team_budget: float | None = None,
     workloads: str | None = None,
@@ -227,10 +226,10 @@ def recommend(
     objective: Annotated[
         Objective,
         Field(description="throughput, paper, goodput, or cost (cost needs the work)"),
-    ] = "throughput",
+    ] = Objective.THROUGHPUT,
     policies: Annotated[
         list[PolicyName], Field(min_length=1, description="policies to show side by side")
-    ] = [ALL_POLICIES],  # noqa: B006 - Prefect renders the default in the form
+    ] = [EVERY_POLICY],  # noqa: B006 - Prefect renders the default in the form
     top: Annotated[int, Field(ge=1, le=20, description="clusters per optimised policy")] = 3,
     work_pflop: Annotated[
         float | None,
@@ -304,7 +303,7 @@ def recommend(
             work_flops=work,
             deadline_h=deadline_hours,
         )
-        job = Scenario(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
+        job = RegisteredJob(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
         if not opened.has("prices"):  # a fresh store: start from the snapshot
             refresh_prices_task(opened, "snapshot", None)
         outcome = plan_job_task(opened, job)

@@ -6,7 +6,7 @@ import pandas as pd
 
 from deepvm.catalog import Catalog, validate_catalog
 from deepvm.overhead import SaturationModel
-from deepvm.planner.candidates import Job
+from deepvm.planner.candidates import CheckpointNeeds
 from deepvm.planner.offers import Offers, build_offers
 from deepvm.quotas import Quotas
 
@@ -86,8 +86,8 @@ def make_fleet(
     )
 
 
-def job(checkpoint_gb: float = 1.0, versions: int = 2) -> Job:
-    return Job(WORKLOAD, checkpoint_gb, versions)
+def job(checkpoint_gb: float = 1.0, versions: int = 2) -> CheckpointNeeds:
+    return CheckpointNeeds(WORKLOAD, checkpoint_gb, versions)
 
 
 def make_inputs(

@@ -55,8 +55,8 @@ from deepvm.planner.candidates import (
     BUDGET_RTOL,
     TIERING,
     Candidates,
+    CheckpointNeeds,
     Config,
-    Job,
 )
 from deepvm.planner.constraints import violations
 from deepvm.planner.enumeration import (
@@ -211,7 +211,7 @@ class _Formulation:
         sizes: np.ndarray,
         tiered: np.ndarray,
         offers: Offers,
-        job: Job,
+        job: CheckpointNeeds,
         nsat_cpu: FloatArray,
         remote_upper: FloatArray,
         c: _Coefficients,
@@ -299,7 +299,7 @@ class _SlotProblem:
         self,
         size: int,
         offers: Offers,
-        job: Job,
+        job: CheckpointNeeds,
         nsat_cpu: FloatArray,
         remote_upper: FloatArray,
     ) -> None:
@@ -335,7 +335,7 @@ class ClusterMILP:
     def __init__(
         self,
         offers: Offers,
-        job: Job,
+        job: CheckpointNeeds,
         candidates: Candidates,
         *,
         budget_cap: float | None = None,
@@ -535,7 +535,7 @@ class MilpPlanner(Planner):
     def __init__(
         self,
         offers: Offers,
-        job: Job,
+        job: CheckpointNeeds,
         *,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         presolve: bool = True,

@@ -15,7 +15,7 @@ from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_AN
 from deepvm.planner.exhaustive import enumerate_feasible
 from deepvm.planner.fleet_options import undominated
 from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import FleetJob
+from deepvm.planner.fleet_types import RegisteredJob
 from deepvm.store import Store
 
 MAX_NODES = 6
@@ -134,7 +134,7 @@ def fleets(draw):
     overhead = pd.DataFrame(models).assign(source="test")
     inputs = make_inputs(rows, quotas=quotas, regional=regional, overhead=overhead)
     jobs = [
-        FleetJob(
+        RegisteredJob(
             f"job{k}",
             draw(st.integers(50, 800)) / 100,
             JobSpec(
@@ -236,7 +236,7 @@ def two_jobs_one_on_demand_quota():
     quotas = {("G", "on_demand"): 8, ("G", "spot"): 16, ("standard", "on_demand"): 32}
     inputs = make_inputs(rows, quotas=quotas)
     spec = JobSpec(checkpoint_gb=0.5, max_nodes=8)
-    return inputs, [FleetJob("a", 1.0, spec), FleetJob("b", 2.0, spec)]
+    return inputs, [RegisteredJob("a", 1.0, spec), RegisteredJob("b", 2.0, spec)]
 
 
 def test_a_dearer_remote_in_another_quota_group_lets_both_jobs_run():

@@ -157,7 +157,7 @@ def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
     from deepvm.cli import main
     from deepvm.config import JobSpec
     from deepvm.pipeline import refresh_prices, replan
-    from deepvm.scenarios import Scenario
+    from deepvm.planner.fleet_types import RegisteredJob
     from deepvm.store import Store
 
     assert main(["recommend", "--budget", "3", "--objective", "cost", "--json"]) == 2
@@ -166,7 +166,7 @@ def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
     assert "(or --epochs with --dataset-size)" in err
     store = Store.open(tmp_path)
     refresh_prices(store, "snapshot", snapshot_date="2026-12-01")
-    late = Scenario("late", 3.0, JobSpec(objective="cost", work_flops=1e21, deadline_h=0.01))
+    late = RegisteredJob("late", 3.0, JobSpec(objective="cost", work_flops=1e21, deadline_h=0.01))
     (outcome,) = replan(store, [late], "2026-12-01")
     assert outcome.error is not None
     assert "raise deadline_hours to at least" in outcome.error  # the scenarios file's key

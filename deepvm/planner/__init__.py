@@ -9,15 +9,15 @@ from deepvm.planner.api import (
     recommend,
     sweep,
 )
-from deepvm.planner.candidates import ARCHITECTURES, Config, Job
+from deepvm.planner.candidates import ARCHITECTURES, CheckpointNeeds, Config
 from deepvm.planner.policies import POLICIES, Planner, Recommendation
 
 __all__ = [
     "ARCHITECTURES",
     "POLICIES",
+    "CheckpointNeeds",
     "Config",
     "Inputs",
-    "Job",
     "Planner",
     "RecommendResult",
     "Recommendation",

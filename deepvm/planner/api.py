@@ -15,6 +15,8 @@ from deepvm.config import (
     JOB_OPTIONS,
     MAX_SWEEP_BUDGETS,
     JobSpec,
+    Objective,
+    Policy,
 )
 from deepvm.errors import InfeasibleError, InputError, ParameterError
 from deepvm.flopp import (
@@ -32,8 +34,8 @@ from deepvm.overhead import (
     shipped_overhead_table,
 )
 from deepvm.planner.candidates import (
+    CheckpointNeeds,
     Config,
-    Job,
     cluster_words,
     hourly_cost,
     throughput,
@@ -143,9 +145,9 @@ class Inputs:
         )
 
 
-def make_job(
+def checkpoint_needs(
     workload: str, checkpoint_gb: float | None, versions: int, spec: Workload | None = None
-) -> Job:
+) -> CheckpointNeeds:
     if checkpoint_gb is None:
         spec = spec or WORKLOADS.get(workload)
         checkpoint_gb = spec.checkpoint_gb if spec is not None else 1.0
@@ -153,7 +155,7 @@ def make_job(
         raise ParameterError("checkpoint_gb", checkpoint_gb, "must be a number >= 0")
     if versions < 1:
         raise ParameterError("checkpoint_versions", versions, "must be >= 1")
-    return Job(workload, float(checkpoint_gb), versions)
+    return CheckpointNeeds(workload, float(checkpoint_gb), versions)
 
 
 def _check_budget(budget: float, name: str = "budget", *, allow_zero: bool = False) -> float:
@@ -189,10 +191,10 @@ def job_spec(spec: JobSpec | None, options: Mapping[str, Any]) -> JobSpec:
 
 def job_planner(
     spec: JobSpec, offers: Offers, budget_cap: float, checkpoint_costs: CheckpointCosts | None
-) -> tuple[Planner, Job]:
+) -> tuple[Planner, CheckpointNeeds]:
     """The planner of the job ``spec`` on ``offers`` for budgets up to ``budget_cap``
     (recommend, sweep and the fleet plan build it the same way)."""
-    job = make_job(
+    job = checkpoint_needs(
         spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, offers.workload_spec
     )
     costs = replace(checkpoint_costs or CheckpointCosts(), restart_s=spec.restart_s)
@@ -242,7 +244,7 @@ def recommend(
     cap = budget * FASTER_BUDGET_STEPS[-1] if explain else budget
     planner, job = job_planner(spec, offers, cap, checkpoint_costs)
     recs = planner.recommend(budget, chosen, spec.top, explain=explain)
-    if not recs or ("deepvm" in chosen and not any(r.policy == "deepvm" for r in recs)):
+    if not recs or (Policy.DEEPVM in chosen and not any(r.policy == Policy.DEEPVM for r in recs)):
         if spec.deadline_h is not None:
             fastest = _fastest(planner, budget)
             if fastest is not None:
@@ -275,17 +277,17 @@ def _fastest(planner: Planner, budget: float) -> tuple[Config, float] | None:
     fastest = Planner(
         planner.offers,
         planner.job,
-        objective="goodput",
+        objective=Objective.GOODPUT,
         budget_cap=budget,
         max_nodes=planner.max_nodes,
         work_flops=planner.work_flops,
         checkpoint_costs=planner.costs,
     )
-    found = fastest.optimise("deepvm", budget, 1)
+    found = fastest.optimise(Policy.DEEPVM, budget, 1)
     if not found:
         return None
     config = found[0][0]
-    return config, fastest.describe("deepvm", 1, config, "", 0.0).expected_makespan_h
+    return config, fastest.describe(Policy.DEEPVM, 1, config, "", 0.0).expected_makespan_h
 
 
 @dataclass(frozen=True)
@@ -373,14 +375,16 @@ def sweep(
             )
     top = max(budgets)
     reference = [
-        float(r["throughput_flops"]) for r in rows if r["policy"] == "deepvm" and r["budget"] == top
+        float(r["throughput_flops"])
+        for r in rows
+        if r["policy"] == Policy.DEEPVM and r["budget"] == top
     ]
     if reference:
         ref = float(reference[0])
     else:  # deepvm not swept: solve it at the top budget for the reference
-        found = planner.optimise("deepvm", top, 1)
+        found = planner.optimise(Policy.DEEPVM, top, 1)
         ref = (
-            planner.describe("deepvm", 1, found[0][0], "", 0.0).throughput_flops
+            planner.describe(Policy.DEEPVM, 1, found[0][0], "", 0.0).throughput_flops
             if found
             else float("nan")
         )
@@ -422,12 +426,12 @@ def compare(
     to the cost-first and performance-first rules (the DeepVM paper's AWS
     comparison): expected makespan and hourly price of each. ``spec`` and
     ``options`` as recommend's; the policies are these three."""
-    policies = ("deepvm", "cost_first", "performance_first")
+    policies = (Policy.DEEPVM, Policy.COST_FIRST, Policy.PERFORMANCE_FIRST)
     spec = job_spec(spec, {**options, "work_flops": work_flops, "policies": policies})
     result = recommend(budget, spec, inputs=inputs, checkpoint_costs=checkpoint_costs)
     rows = []
     for r in result.recommendations:
-        label = f"deepvm #{r.rank}" if r.policy == "deepvm" else r.policy
+        label = f"deepvm #{r.rank}" if r.policy == Policy.DEEPVM else r.policy
         rows.append({"label": label, **{k: getattr(r, k) for k in COMPARE_COLUMNS[1:]}})
     import pandas as pd
 
@@ -497,7 +501,7 @@ def cluster_risk(
                 f"must be a CPU type of the catalog in the workers' region ({region}) for tiering",
             )
         remote = local[0]
-    job = make_job(workload, checkpoint_gb, checkpoint_versions)
+    job = checkpoint_needs(workload, checkpoint_gb, checkpoint_versions)
     costs = CheckpointCosts(restart_s=restart_s)
     offers = replace(offers, object_store_usd_per_hour=object_store_usd_per_hour(job, costs))
     config = Config(architecture, i, n_workers, remote, n_remote if remote is not None else 0)

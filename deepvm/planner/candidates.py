@@ -33,9 +33,9 @@ BUDGET_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
-class Job:
-    """What is being trained: its checkpoint size C (GB) and the number of
-    checkpoint versions k the remote tier holds."""
+class CheckpointNeeds:
+    """What a job's checkpoints need of a cluster: their size C (GB) and the number
+    of versions k the remote tier holds (the planner's part of deepvm.config.JobSpec)."""
 
     workload: str
     checkpoint_gb: float

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.planner import architectures as arch
-from deepvm.planner.candidates import Config, Job, hourly_cost, within_budget
+from deepvm.planner.candidates import CheckpointNeeds, Config, hourly_cost, within_budget
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 
 # (region, quota group, market): what one quota limit counts.
@@ -60,7 +60,7 @@ class Constraint(Protocol):
     @property
     def name(self) -> str: ...
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool: ...
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool: ...
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]: ...
 
@@ -81,7 +81,7 @@ class Budget:
 
     name: str = "budget"
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         cost = hourly_cost(f, c)
         return not math.isfinite(cost) or not within_budget(cost, budget)
 
@@ -110,7 +110,7 @@ class WorkerQuota:
     def key(self, f: Offers, c: Config) -> QuotaKey:
         return (f.gpu_region_of(c.worker), f.gpu_group[c.worker], self.market)
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         return self._vcpus(f, c) > f.gpu_quota(c.worker, self.market)
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
@@ -148,7 +148,7 @@ class RemoteQuota:
             return 0.0
         return c.n_remote * float(f.cpu_vcpus[c.remote])
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None:
             return False
         return self._vcpus(f, c) > f.cpu_quota(c.remote, "on_demand")
@@ -183,7 +183,7 @@ class NetworkSaturation:
 
     name: str = "network saturation"
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return False
         beta = min(f.gpu_gbps[c.worker], f.cpu_gbps[c.remote])
@@ -202,7 +202,7 @@ class CheckpointMemory:
 
     name: str = "checkpoint memory"
 
-    def broken(self, f: Offers, job: Job, c: Config, budget: float) -> bool:
+    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return False
         usable = c.n_remote * REMOTE_MEMORY_FRACTION * f.cpu_memory_gb[c.remote]
@@ -251,7 +251,7 @@ def _not_a_cluster(f: Offers, c: Config) -> tuple[list[str], bool]:
     return problems, True
 
 
-def violations(f: Offers, job: Job, c: Config, budget: float) -> list[str]:
+def violations(f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> list[str]:
     """Every constraint the configuration breaks (empty: feasible), by name.
     Written from the architectures' node roles, apart from the vectorised planner,
     to check its answers."""

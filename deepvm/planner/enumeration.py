@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepvm.planner.candidates import BUDGET_RTOL, Job
+from deepvm.planner.candidates import BUDGET_RTOL, CheckpointNeeds
 from deepvm.planner.constraints import remote_nodes_needed
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, IntArray, Offers
 
@@ -88,7 +88,9 @@ def undominated_remotes(
     return keep
 
 
-def remote_sides(offers: Offers, job: Job, max_nodes: int, upper: FloatArray) -> RemoteSides:
+def remote_sides(
+    offers: Offers, job: CheckpointNeeds, max_nodes: int, upper: FloatArray
+) -> RemoteSides:
     """The cheapest feasible remote side, in the workers' region, for every GPU type
     and n <= ``max_nodes``, in closed form over each region's undominated remote
     types (see the module docstring)."""

@@ -17,8 +17,8 @@ from deepvm.planner.candidates import (
     ON_DEMAND,
     SINGLE_ANCHOR,
     TIERING,
+    CheckpointNeeds,
     Config,
-    Job,
 )
 from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
@@ -26,7 +26,7 @@ from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
 
 def enumerate_feasible(
     offers: Offers,
-    job: Job,
+    job: CheckpointNeeds,
     budget: float,
     *,
     architectures: Iterable[str] = DESIGN_ARCHITECTURES,

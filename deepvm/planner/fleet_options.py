@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deepvm.config import Objective, Policy
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import TIERING, Config
 from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
@@ -65,7 +66,7 @@ class PlannerRows:
 def planner_rows(planner: Planner) -> PlannerRows:
     """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
     offers, c = planner.offers, planner.candidates
-    scores, allowed = planner.policy_scores("deepvm")
+    scores, allowed = planner.policy_scores(Policy.DEEPVM)
     live = np.flatnonzero(allowed & np.isfinite(scores) & np.isfinite(planner.least_cost))
     worker_cost = np.nan_to_num(c.cost(offers), nan=np.inf)
     tier = c.architecture[live] == arch.code(TIERING)
@@ -87,7 +88,7 @@ def planner_rows(planner: Planner) -> PlannerRows:
     j_all = np.concatenate(remote).astype(np.int64)
     m_all = np.concatenate(count).astype(np.int64)
     cost_all = np.concatenate(cost)
-    if planner.objective == "cost":  # minus expected total cost: makespan x hourly cost
+    if planner.objective == Objective.COST:  # minus expected total cost: makespan x hourly cost
         makespan = -scores[k_all] / planner.least_cost[k_all]
         score_all = -makespan * cost_all
     else:

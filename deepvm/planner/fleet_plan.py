@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec
+from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.errors import DeepvmError, SolverError
 from deepvm.planner import architectures as arch
 from deepvm.planner import highs
@@ -46,7 +46,7 @@ from deepvm.planner.fleet_options import (
     planner_rows,
     undominated,
 )
-from deepvm.planner.fleet_types import FleetJob, FleetPlan, JobPlan, QuotaUse
+from deepvm.planner.fleet_types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
 from deepvm.planner.highs import OPTIMAL
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, infeasible_budget_error
@@ -58,7 +58,7 @@ LEXICOGRAPHIC_RTOL = 1e-9
 SOLVER = "HiGHS fleet"
 
 
-def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None) -> None:
+def _prune_across(shared: list[_JobState], inputs: Inputs, team_budget: float | None) -> None:
     """Exact reductions that need the whole fleet. A quota that the jobs' largest
     candidates together cannot fill never binds, so it is no dimension of
     dominance. Without a team budget, cost only breaks ties between plans within
@@ -93,10 +93,10 @@ def _prune_across(shared: list[_Job], inputs: Inputs, team_budget: float | None)
 
 
 @dataclass
-class _Job:
+class _JobState:
     """Working state of one job while the fleet is planned."""
 
-    job: FleetJob
+    job: RegisteredJob
     planner: Planner | None = None
     solo: Config | None = None
     solo_score: float = math.nan
@@ -105,7 +105,7 @@ class _Job:
 
 
 def plan_fleet(
-    jobs: Sequence[FleetJob],
+    jobs: Sequence[RegisteredJob],
     inputs: Inputs,
     *,
     team_budget: float | None = None,
@@ -118,7 +118,7 @@ def plan_fleet(
         from deepvm.errors import ParameterError
 
         raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
-    work = [_Job(j) for j in jobs]
+    work = [_JobState(j) for j in jobs]
     _solo_plans(work, inputs)
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
     _prune_across(shared, inputs, team_budget)
@@ -154,7 +154,7 @@ def plan_fleet(
     )
 
 
-def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
+def _solo_plans(work: list[_JobState], inputs: Inputs) -> None:
     """Each job alone: its planner, solo optimum and candidates. Jobs with the same
     spec share one planner (its budget cap the largest of their budgets)."""
     offers_by_workload: dict[str, Offers] = {}
@@ -175,7 +175,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
                 )[0]
             planner = planners[spec]
             w.planner = planner
-            found = planner.optimise("deepvm", w.job.budget, 1)
+            found = planner.optimise(Policy.DEEPVM, w.job.budget, 1)
             if not found:
                 w.note = str(
                     infeasible_budget_error(
@@ -198,7 +198,7 @@ def _solo_plans(work: list[_Job], inputs: Inputs) -> None:
 def _score(planner: Planner, config: Config) -> float:
     """The planner's score (higher is better) of one cluster."""
     c = planner.candidates
-    scores, _ = planner.policy_scores("deepvm")
+    scores, _ = planner.policy_scores(Policy.DEEPVM)
     k = int(
         np.flatnonzero(
             (c.architecture == arch.code(config.architecture))
@@ -206,23 +206,23 @@ def _score(planner: Planner, config: Config) -> float:
             & (c.n == config.n_workers)
         )[0]
     )
-    if planner.objective != "cost":
+    if planner.objective != Objective.COST:
         return float(scores[k])
     from deepvm.planner.candidates import hourly_cost
 
     return float(scores[k] / planner.least_cost[k] * hourly_cost(planner.offers, config))
 
 
-def _value(w: _Job, score: FloatArray | float) -> FloatArray:
+def _value(w: _JobState, score: FloatArray | float) -> FloatArray:
     """Score over the solo optimum's: 1 = as good as alone (cost: solo cost / cost)."""
     s = np.asarray(score, dtype=float)
-    if w.planner is not None and w.planner.objective == "cost":
+    if w.planner is not None and w.planner.objective == Objective.COST:
         return w.solo_score / s
     return s / w.solo_score
 
 
 def _solve(
-    shared: list[_Job], inputs: Inputs, team_budget: float | None, time_limit_s: float
+    shared: list[_JobState], inputs: Inputs, team_budget: float | None, time_limit_s: float
 ) -> tuple[str, dict[str, Config | None], float, int, int]:
     """The knapsack (module docstring) over the shared jobs' candidates: status,
     each job's cluster (None: unplanned), objective value, binaries, constraints."""
@@ -431,7 +431,7 @@ def _limit(inputs: Inputs, key: QuotaKey) -> float:
 
 
 def _check(
-    work: list[_Job],
+    work: list[_JobState],
     picks: dict[str, Config | None],
     inputs: Inputs,
     team_budget: float | None,
@@ -464,10 +464,12 @@ def _check(
         raise SolverError("fleet plan failed verification: " + "; ".join(broken))
 
 
-def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: float) -> JobPlan:
+def _job_plan(
+    w: _JobState, picks: dict[str, Config | None], status: str, solve_s: float
+) -> JobPlan:
     planner = w.planner
     solo = (
-        planner.describe("deepvm", 1, w.solo, "numpy/exact", 0.0)
+        planner.describe(Policy.DEEPVM, 1, w.solo, "numpy/exact", 0.0)
         if planner is not None and w.solo is not None
         else None
     )
@@ -484,7 +486,7 @@ def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: fl
             job.name, job.priority, job.shared, False, 0.0, None, solo, None, note, **sizes
         )
     solver = SOLVER if job.shared else "numpy/exact"
-    cluster = planner.describe("deepvm", 1, config, solver, solve_s)
+    cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
     value = float(_value(w, _score(planner, config)))
     return JobPlan(
         job.name, job.priority, job.shared, True, value, cluster, solo, None, note, **sizes
@@ -492,7 +494,7 @@ def _job_plan(w: _Job, picks: dict[str, Config | None], status: str, solve_s: fl
 
 
 def _usage(
-    work: list[_Job], picks: dict[str, Config | None]
+    work: list[_JobState], picks: dict[str, Config | None]
 ) -> dict[QuotaKey, tuple[float, float]]:
     """Per quota key the shared jobs touch: (fleet vCPUs, solo plans' vCPUs)."""
     out: dict[QuotaKey, list[float]] = {}
@@ -510,7 +512,7 @@ def _usage(
 
 def _explain(
     plans: list[JobPlan],
-    work: list[_Job],
+    work: list[_JobState],
     picks: dict[str, Config | None],
     usage: dict[QuotaKey, tuple[float, float]],
     team_budget: float | None,

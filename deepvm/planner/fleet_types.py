@@ -15,7 +15,7 @@ from deepvm.planner.policies import Recommendation
 
 
 @dataclass(frozen=True)
-class FleetJob:
+class RegisteredJob:
     """A job of the fleet: its name, budget (USD/h) and spec; ``priority`` (> 0)
     weighs its value; ``shared`` False: it does not run at the same time as the
     others, so it is planned alone and not counted in the shared quotas."""

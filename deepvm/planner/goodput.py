@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from deepvm.planner.architectures import REGISTRY, Checkpoints, code
-from deepvm.planner.candidates import Config, Job
+from deepvm.planner.candidates import CheckpointNeeds, Config
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.preemption import DEFAULT_INTERRUPTION_RATE, efficiency
 
@@ -69,7 +69,7 @@ class CheckpointCosts:
                 raise ValueError(f"{name} {value:g} must be a positive number")
 
 
-def object_store_usd_per_hour(job: Job, costs: CheckpointCosts) -> float:
+def object_store_usd_per_hour(job: CheckpointNeeds, costs: CheckpointCosts) -> float:
     """Hourly cost of keeping k checkpoints of C GB in object storage and writing them."""
     stored = job.remote_memory_needed_gb * costs.object_store_usd_per_gb_month / HOURS_PER_MONTH
     parts = max(1, math.ceil(job.checkpoint_gb / costs.object_store_part_gb))
@@ -106,7 +106,7 @@ def risk(
     architecture: np.ndarray,
     worker: np.ndarray,
     n: np.ndarray,
-    job: Job,
+    job: CheckpointNeeds,
     costs: CheckpointCosts,
     work_s: FloatArray | None = None,
 ) -> Risk:
@@ -141,7 +141,11 @@ def risk(
 
 
 def config_risk(
-    offers: Offers, config: Config, job: Job, costs: CheckpointCosts, work_s: float | None = None
+    offers: Offers,
+    config: Config,
+    job: CheckpointNeeds,
+    costs: CheckpointCosts,
+    work_s: float | None = None,
 ) -> Risk:
     arrays = (
         np.array([code(config.architecture)]),

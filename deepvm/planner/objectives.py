@@ -17,6 +17,7 @@ import numpy as np
 
 from deepvm.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
 from deepvm.config import OBJECTIVES as OBJECTIVES
+from deepvm.config import Objective
 from deepvm.errors import InputError
 from deepvm.flopp import SECONDS_PER_HOUR
 from deepvm.planner.architectures import REGISTRY, architecture
@@ -24,7 +25,7 @@ from deepvm.planner.candidates import Candidates, Config, throughput
 from deepvm.planner.offers import FloatArray, Offers
 
 # Objectives that price preemption, and so may plan all-spot object-store clusters.
-RISK_OBJECTIVES = ("goodput", "cost")
+RISK_OBJECTIVES = (Objective.GOODPUT, Objective.COST)
 
 
 def check_objective(objective: str) -> str:
@@ -40,7 +41,11 @@ def candidate_scores(
     i = candidates.worker
     s = candidates.n.astype(float) if linear_scaling else candidates.speedup
     flops = offers.gpu_flops[i] * s
-    if objective in ("throughput", "goodput", "cost"):  # the Planner applies the risk
+    if objective in (
+        Objective.THROUGHPUT,
+        Objective.GOODPUT,
+        Objective.COST,
+    ):  # the Planner applies the risk
         return flops
     on_demand = [a.name for a in REGISTRY if a.market == "on_demand"]
     od = candidates.arch_mask(*on_demand)  # p_i: the workers' market price
@@ -52,7 +57,7 @@ def candidate_scores(
 def config_objective(offers: Offers, config: Config, objective: str) -> float:
     """The objective of one configuration with the offers' (selected) speedup model."""
     flops = throughput(offers, config)
-    if objective == "throughput":
+    if objective == Objective.THROUGHPUT:
         return flops
     i = config.worker
     market = architecture(config.architecture).market  # p_i: the workers' market price

@@ -13,6 +13,7 @@ import numpy as np
 
 from deepvm.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.config import POLICIES as POLICIES
+from deepvm.config import Objective, Policy
 from deepvm.errors import InfeasibleError, InputError, ParameterError, SolverError
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
@@ -23,8 +24,8 @@ from deepvm.planner.candidates import (
     SINGLE_ANCHOR,
     TIERING,
     Candidates,
+    CheckpointNeeds,
     Config,
-    Job,
     build_candidates,
     cluster_words,
     hourly_cost,
@@ -56,7 +57,7 @@ from deepvm.planner.objectives import (
 )
 from deepvm.planner.offers import FloatArray, Offers
 
-OPTIMISED_POLICIES = ("deepvm", "deepvm_noscale", "on_demand")
+OPTIMISED_POLICIES = (Policy.DEEPVM, Policy.DEEPVM_NOSCALE, Policy.ON_DEMAND)
 # The solver names recommendations carry: every candidate evaluated exactly
 # (deepvm.planner.enumeration), or a baseline policy's rule.
 SOLVER_NAME = "numpy/exact"
@@ -108,9 +109,9 @@ def check_policies(policies: Sequence[str]) -> tuple[str, ...]:
 
 
 def _architectures(policy: str, objective: str) -> tuple[str, ...]:
-    if policy == "on_demand":
+    if policy == Policy.ON_DEMAND:
         return (ON_DEMAND,)
-    if objective == "paper":  # the paper's score is defined over its two architectures
+    if objective == Objective.PAPER:  # the paper's score is defined over its two architectures
         return (SINGLE_ANCHOR, TIERING)
     if objective in RISK_OBJECTIVES:
         return ARCHITECTURES
@@ -124,7 +125,7 @@ class Planner:
     def __init__(
         self,
         offers: Offers,
-        job: Job,
+        job: CheckpointNeeds,
         *,
         objective: str = "throughput",
         budget_cap: float | None = None,
@@ -134,7 +135,7 @@ class Planner:
         checkpoint_costs: CheckpointCosts | None = None,
     ) -> None:
         self.objective = check_objective(objective)
-        if self.objective == "cost" and work_flops is None:
+        if self.objective == Objective.COST and work_flops is None:
             raise ParameterError(
                 "work_flops",
                 ParameterError.MISSING,
@@ -182,7 +183,7 @@ class Planner:
             work_s = self.work_flops / np.maximum(flops, 1e-300)
         r = risk(self.offers, c.architecture, c.worker, c.n, self.job, self.costs, work_s)
         goodput = flops * r.efficiency
-        if self.objective == "goodput":
+        if self.objective == Objective.GOODPUT:
             return goodput, admitted
         assert self.work_flops is not None
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -195,11 +196,11 @@ class Planner:
     def _allowed(self, policy: str) -> np.ndarray:
         """Which candidates the policy may pick (its architectures, the deadline)."""
         archs = _architectures(policy, self.objective)
-        return self.candidates.arch_mask(*archs) & self._admitted[policy == "deepvm_noscale"]
+        return self.candidates.arch_mask(*archs) & self._admitted[policy == Policy.DEEPVM_NOSCALE]
 
     def policy_scores(self, policy: str) -> tuple[FloatArray, np.ndarray]:
         """Per candidate, the policy's score (higher is better) and whether it may pick it."""
-        return self._scores[policy == "deepvm_noscale"], self._allowed(policy)
+        return self._scores[policy == Policy.DEEPVM_NOSCALE], self._allowed(policy)
 
     # -- one policy, one budget ---------------------------------------------
 
@@ -207,7 +208,7 @@ class Planner:
         """Top-``top`` distinct configurations of an optimised policy, with seconds
         each. Raises SolverError when an answer fails the independent check."""
         allowed = self._allowed(policy)
-        scores = self._scores[policy == "deepvm_noscale"]
+        scores = self._scores[policy == Policy.DEEPVM_NOSCALE]
         start = time.perf_counter()
         picked = top_candidates(scores, self.least_cost, allowed, budget, top)
         configs = [self._verified(self.config(k), budget) for k in picked]
@@ -261,7 +262,7 @@ class Planner:
         n = np.minimum(limit[i][:, None], affordable)  # types x budgets
         cost = od[:, None] + (n - 1) * spot[:, None]
         flops_b = np.broadcast_to(flops[:, None], n.shape)
-        keys = (n, flops_b, -cost) if policy == "cost_first" else (flops_b, n, -cost)
+        keys = (n, flops_b, -cost) if policy == Policy.COST_FIRST else (flops_b, n, -cost)
         # Lexicographic argmax per budget: keep the rows that tie on each key in turn.
         tied = n >= 2
         for key in keys:
@@ -317,9 +318,9 @@ class Planner:
         if self.work_flops is not None:
             makespan_h = self.work_flops / (flops * efficiency) / 3600.0
             total_cost = makespan_h * cost
-        if self.objective == "goodput":
+        if self.objective == Objective.GOODPUT:
             value = flops * efficiency
-        elif self.objective == "cost":
+        elif self.objective == Objective.COST:
             value = total_cost
         else:
             value = config_objective(f, config, self.objective)
@@ -368,7 +369,7 @@ class Planner:
                 result.update({(policy, b): c for b, c in zip(distinct, picks, strict=True)})
                 continue
             allowed = self._allowed(policy)
-            scores = self._scores[policy == "deepvm_noscale"]
+            scores = self._scores[policy == Policy.DEEPVM_NOSCALE]
             best = best_per_budget(scores, self.least_cost, allowed, distinct)
             configs = {k: self.config(k) for k in set(best) if k is not None}
             for b, k in zip(distinct, best, strict=True):
@@ -376,7 +377,9 @@ class Planner:
         return result
 
 
-def cheapest_cluster(offers: Offers, job: Job, max_nodes: int = DEFAULT_MAX_NODES) -> Config | None:
+def cheapest_cluster(
+    offers: Offers, job: CheckpointNeeds, max_nodes: int = DEFAULT_MAX_NODES
+) -> Config | None:
     """The cheapest feasible cluster of any architecture: what the budget must at
     least be (each candidate's least cost, Tiering with its cheapest remote side)."""
     planner = Planner(offers, job, max_nodes=max_nodes)
@@ -386,7 +389,7 @@ def cheapest_cluster(offers: Offers, job: Job, max_nodes: int = DEFAULT_MAX_NODE
 
 
 def infeasible_budget_error(
-    offers: Offers, job: Job, budget: float, max_nodes: int = DEFAULT_MAX_NODES
+    offers: Offers, job: CheckpointNeeds, budget: float, max_nodes: int = DEFAULT_MAX_NODES
 ) -> InfeasibleError:
     cheapest = cheapest_cluster(offers, job, max_nodes)
     if cheapest is None:
