@@ -18,6 +18,7 @@ from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import TIERING, Config
 from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
 from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
+from deepvm.planner.fleet_types import RegisteredJob
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
 from deepvm.planner.policies import Planner
 
@@ -195,3 +196,15 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
         frontier = np.vstack([frontier, block[~beaten]])
         kept.append(order[start : start + chunk][~beaten])
     return np.sort(np.concatenate(kept))
+
+
+@dataclass
+class JobState:
+    """Working state of one job while the fleet is planned."""
+
+    job: RegisteredJob
+    planner: Planner | None = None
+    solo: Config | None = None
+    solo_score: float = math.nan
+    options: JobOptions | None = None
+    note: str | None = None

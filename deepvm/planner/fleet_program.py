@@ -1,0 +1,219 @@
+"""The fleet's program, apart from jobs and clusters (docs/ARCHITECTURE.md, "For
+the fleet"): arrays in, picks out. Columns are candidate clusters, each owned by
+one job; rows are "at most one per job", every limited shared resource (quota
+keys, in their units) and, optionally, the team budget:
+
+    maximise   sum_k weight_k x_k
+    subject to sum_{k of job j} x_k <= 1
+               sum_k usage[q, k] x_k <= capacity[q]      (every limited key q)
+               sum_k cost_k x_k <= team budget           (if there is one)
+
+then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
+The LP relaxation's duals drop, before each solve, the columns that cannot be in
+a plan worth as much as one already known (``_competitive``); each solve starts
+from a known plan. Solved by HiGHS (``deepvm.planner.highs``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deepvm.planner import highs
+from deepvm.planner.highs import OPTIMAL
+from deepvm.planner.offers import FloatArray
+
+# The second solve keeps the first one's value to this (relative) tolerance.
+LEXICOGRAPHIC_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    status: str
+    picked: np.ndarray  # the chosen columns (empty unless optimal)
+    objective: float
+    variables: int  # binaries in the program after filtering
+    rows: int
+
+
+def solve(
+    weight: FloatArray,
+    cost: FloatArray,
+    owner: np.ndarray,
+    usage: Any,  # scipy.sparse, keys x columns
+    capacity: FloatArray,  # per key; inf: no limit
+    team_budget: float | None,
+    time_limit_s: float,
+) -> ProgramResult:
+    """The plan of most total weight, and of least cost among those (see the module
+    docstring); a status other than optimal picks nothing."""
+    import scipy.sparse as sp
+
+    size = len(weight)
+    if size == 0:
+        return ProgramResult(OPTIMAL, np.zeros(0, dtype=np.int64), 0.0, 0, 0)
+    jobs = int(owner.max()) + 1
+    limited = np.flatnonzero(np.isfinite(capacity))
+    resources = usage[limited]
+    bounds = capacity[limited]
+    if team_budget is not None:
+        resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
+        bounds = np.append(bounds, team_budget)
+    one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(jobs, size))
+    status, bound, reduced, greedy = _relaxation(
+        weight, owner, one_each, resources, bounds, time_limit_s
+    )
+    none = np.zeros(0, dtype=np.int64)
+    if status != OPTIMAL:
+        return ProgramResult(status, none, math.nan, size, 0)
+    kept = _competitive(bound, reduced, float(weight[greedy].sum()))
+    program = _Program(weight, cost, one_each, resources, bounds, time_limit_s)
+    status, first = program.solve(kept, maximise=True, start=greedy)
+    if first is None:
+        return ProgramResult(status, none, math.nan, len(kept), program.rows)
+    best = float(weight[first].sum())
+    floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
+    # The second solve ranges over plans worth at least `floor`: fewer columns compete.
+    near = _competitive(bound, reduced, floor)
+    status, second = program.solve(near, maximise=False, floor=floor, start=first)
+    if second is None:
+        return ProgramResult(status, none, math.nan, len(kept), program.rows)
+    return ProgramResult(
+        OPTIMAL, np.sort(second), float(weight[second].sum()), len(kept), program.rows
+    )
+
+
+@dataclass(frozen=True)
+class _Program:
+    """The fleet's binary program over a subset of the candidates (its columns)."""
+
+    weight: FloatArray
+    cost: FloatArray
+    one_each: Any  # jobs x candidates: at most one each
+    resources: Any  # shared limits x candidates: quotas, then the team budget
+    capacity: FloatArray
+    time_limit_s: float
+
+    @property
+    def rows(self) -> int:
+        return int(self.one_each.shape[0] + self.resources.shape[0])
+
+    def solve(
+        self,
+        columns: np.ndarray,
+        *,
+        maximise: bool,
+        floor: float | None = None,
+        start: np.ndarray | None = None,
+    ) -> tuple[str, np.ndarray | None]:
+        """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``;
+        the status and the chosen candidates. ``start``: candidates of a plan known
+        to be feasible, where the search begins. HiGHS runs at its default tolerance
+        (1e-6; tighter is several times slower here); an answer that, rounded to 0/1,
+        breaks a row by more than float noise is solved again at 1e-9."""
+        import scipy.sparse as sp
+
+        w, c = self.weight[columns], self.cost[columns]
+        jobs, shared = self.one_each[:, columns], self.resources[:, columns]
+        blocks = [jobs, shared]
+        upper = [np.ones(jobs.shape[0]), self.capacity]
+        if floor is not None:  # value >= floor, as -value <= -floor
+            blocks.append(sp.csr_matrix(-w))
+            upper.append(np.array([-floor]))
+        matrix = sp.vstack(blocks).tocsr()
+        bounds = np.concatenate(upper)
+        initial = None
+        if start is not None:
+            initial = np.isin(columns, start).astype(float)
+        for tolerance in (1e-6, 1e-9):
+            out = highs.solve(
+                w if maximise else c,
+                matrix,
+                bounds,
+                maximise=maximise,
+                integer=True,
+                time_limit_s=self.time_limit_s,
+                feasibility_tolerance=tolerance,
+                start=initial,
+            )
+            if out.status != OPTIMAL:
+                return out.status, None
+            pick = np.round(out.values) > 0.5
+            used = shared @ pick.astype(float)
+            holds = (jobs @ pick.astype(float) <= 1).all() and (
+                used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)
+            ).all()
+            if floor is not None:
+                holds = holds and float(w[pick].sum()) >= floor - 1e-12 * max(abs(floor), 1.0)
+            if holds:
+                return OPTIMAL, columns[pick]
+        return OPTIMAL, None
+
+
+def _competitive(bound: float, reduced: FloatArray, value: float) -> np.ndarray:
+    """The candidates that can be in a plan worth at least ``value`` (see _relaxation);
+    a margin keeps float noise in the duals from dropping one."""
+    margin = 1e-6 * max(1.0, abs(value))
+    return np.flatnonzero(bound + reduced >= value - margin)
+
+
+def _relaxation(
+    weight: FloatArray,
+    owner: np.ndarray,
+    one_each: Any,
+    resources: Any,
+    capacity: FloatArray,
+    time_limit_s: float,
+) -> tuple[str, float, FloatArray, np.ndarray]:
+    """The LP relaxation, for filtering candidates by duality: with its value z and
+    duals y, any plan holding candidate k is worth at most z + r_k (r = weight - A'y
+    <= 0), so a candidate with z + r_k below a feasible plan's value cannot be in an
+    optimal plan. Returns the status, z, r and the candidates of a feasible plan
+    rounded from the relaxation (_greedy_plan)."""
+    import scipy.sparse as sp
+
+    a = sp.vstack([one_each, resources]).tocsr()
+    b = np.concatenate([np.ones(one_each.shape[0]), capacity])
+    out = highs.solve(weight, a, b, maximise=True, integer=False, time_limit_s=time_limit_s)
+    if out.status != OPTIMAL or len(out.row_duals) != len(b):
+        return out.status, math.nan, np.zeros(0), np.zeros(0, dtype=np.int64)
+    duals = np.maximum(out.row_duals, 0.0)
+    reduced = weight - a.T @ duals
+    bound = float(b @ duals)  # the dual bound: at least the relaxation's value
+    incumbent = _greedy_plan(weight, owner, resources, capacity, out.values)
+    return OPTIMAL, bound, reduced, incumbent
+
+
+def _greedy_plan(
+    weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, lp: FloatArray
+) -> np.ndarray:
+    """The candidates of a feasible plan rounded from the relaxation: each job, in the
+    order of its share of the relaxation, takes its candidate with the largest LP
+    weight if that still fits; then jobs left without one take their most valuable
+    candidate that fits. (The relaxation has at most one fractional job per shared
+    resource, so this is close to the optimum, which makes the filter sharp.)"""
+    dense = resources.toarray() if resources.shape[0] else np.zeros((0, len(weight)))
+    left = capacity.astype(float).copy()
+    share = np.bincount(owner, weights=lp * weight)
+    columns = [np.flatnonzero(owner == j) for j in range(len(share))]
+    picked: list[int] = []
+    open_jobs = []
+    for j in np.argsort(-share, kind="stable"):
+        cols = columns[j]
+        k = cols[np.argmax(lp[cols])]
+        if lp[k] > 1e-6 and (dense[:, k] <= left + 1e-9).all():
+            left -= dense[:, k]
+            picked.append(int(k))
+        else:
+            open_jobs.append(j)
+    for j in open_jobs:
+        cols = columns[j]
+        fits = cols[(dense[:, cols] <= left[:, None] + 1e-9).all(axis=0)]
+        if fits.size:
+            k = fits[np.argmax(weight[fits])]
+            left -= dense[:, k]
+            picked.append(int(k))
+    return np.array(sorted(picked), dtype=np.int64)
