@@ -137,28 +137,36 @@ def _remote_options(
     i, n = c.worker[tiered], c.n[tiered].astype(float)
     upper = remote_upper_bounds(offers, limit)
     cpu_nsat = offers.saturation(offers.cpu_gbps).astype(float)
-    gpu_nsat = offers.saturation(offers.gpu_gbps).astype(float)[i]
+    gpu_nsat0 = offers.saturation(offers.gpu_gbps).astype(float)
+    gpu_nsat = gpu_nsat0[i]
     usable = REMOTE_MEMORY_FRACTION * offers.cpu_memory_gb
     m = remote_nodes_needed(
         n[:, None], gpu_nsat[:, None], cpu_nsat[None, :], usable[None, :],
         job.remote_memory_needed_gb,
     )  # fmt: skip
-    gpu_region = np.array([offers.gpu_region_of(int(w)) for w in i], dtype=object)
-    cpu_region = np.array([offers.cpu_region_of(j) for j in range(len(usable))], dtype=object)
+    regions = {r: k for k, r in enumerate(sorted({*offers.gpu_region, *offers.cpu_region}))}
+    gpu_region = np.array([regions.get(offers.gpu_region_of(w), -1) for w in range(len(gpu_nsat0))])
+    cpu_region = np.array([regions.get(offers.cpu_region_of(j), -1) for j in range(len(usable))])
     total = worker_cost[tiered][:, None] + m * offers.cpu_ondemand[None, :]
-    ok = (gpu_region[:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
-    vcpus = m * offers.cpu_vcpus[None, :]
-    beaten = np.zeros_like(ok)
+    ok = (gpu_region[i][:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
+    # Whether another remote type of the same quota group and region is no dearer and
+    # needs no more vCPUs (and is better in one, or comes first) depends on the row
+    # only through (n, N_sat(b_i)): decided once per distinct pair.
+    pairs, row_pair = np.unique(np.column_stack([n, gpu_nsat]), axis=0, return_inverse=True)
+    mk = remote_nodes_needed(
+        pairs[:, :1], pairs[:, 1:], cpu_nsat[None, :], usable[None, :],
+        job.remote_memory_needed_gb,
+    )  # fmt: skip
+    cost_k, vcpus_k = mk * offers.cpu_ondemand[None, :], mk * offers.cpu_vcpus[None, :]
     groups = np.array(offers.cpu_group, dtype=object)
-    for j in range(len(usable)):
-        for other in np.flatnonzero((groups == groups[j]) & (cpu_region == cpu_region[j])):
-            if other == j:
-                continue
-            no_worse = (
-                ok[:, other] & (total[:, other] <= total[:, j]) & (vcpus[:, other] <= vcpus[:, j])
-            )
-            better = (total[:, other] < total[:, j]) | (vcpus[:, other] < vcpus[:, j]) | (other < j)
-            beaten[:, j] |= no_worse & better
+    order = np.arange(len(usable))
+    rivals = (groups[:, None] == groups[None, :]) & (cpu_region[:, None] == cpu_region[None, :])
+    rivals &= order[:, None] != order[None, :]  # [other, j]
+    no_worse = (mk <= upper[None, :])[:, :, None] & (cost_k[:, :, None] <= cost_k[:, None, :])
+    no_worse &= vcpus_k[:, :, None] <= vcpus_k[:, None, :]
+    better = (cost_k[:, :, None] < cost_k[:, None, :]) | (vcpus_k[:, :, None] < vcpus_k[:, None, :])
+    better |= (order[:, None] < order[None, :])[None, :, :]
+    beaten = (no_worse & better & rivals[None, :, :]).any(axis=1)[row_pair.ravel()]
     rows, cols = np.nonzero(ok & ~beaten)
     return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
 
