@@ -117,3 +117,47 @@ def test_type_without_spot_market_only_on_demand():
     assert violations(f, job(), Config(SINGLE_ANCHOR, 0, 2), 100) == [
         "worker type has no spot price"
     ]
+
+
+def test_a_new_limit_is_one_class_that_every_check_and_explanation_follows(monkeypatch):
+    """docs/ARCHITECTURE.md, "Planning": a limit is one object in CONSTRAINTS. Here a
+    cap of 4 worker nodes, added in one place, binds the planner's answers, the
+    model check, the explanation and the fleet plan."""
+    from dataclasses import dataclass
+
+    from deepvm.config import JobSpec
+    from deepvm.planner import constraints
+    from deepvm.planner.api import Inputs, recommend
+    from deepvm.planner.fleet_plan import plan_fleet
+    from deepvm.planner.fleet_types import RegisteredJob
+
+    @dataclass(frozen=True)
+    class FourNodes:
+        name: str = "four-node cap"
+
+        def broken(self, f, job, c, budget):
+            return c.n_workers > 4
+
+        def usage(self, f, c):
+            return {}
+
+        def words(self, f, c, budget):
+            return "the four-node cap (a team rule)"
+
+        def admits(self, f, job, candidates):
+            return candidates.n <= 4
+
+    inputs = Inputs.load()
+    alone = recommend(10.0, inputs=inputs, top=1, objective="paper").recommendations[0]
+    assert alone.n_workers > 4  # what the cap must change
+    monkeypatch.setattr(constraints, "CONSTRAINTS", (*constraints.CONSTRAINTS, FourNodes()))
+    monkeypatch.setattr(constraints, "BY_NAME", {c.name: c for c in constraints.CONSTRAINTS})
+    result = recommend(10.0, inputs=inputs, top=3, objective="paper", explain=True)
+    firsts = [r for r in result.recommendations if r.policy == "deepvm"]
+    assert firsts and all(r.n_workers <= 4 for r in firsts)
+    assert firsts[0].binding == "the four-node cap (a team rule)"
+    f = base_fleet()
+    assert "four-node cap" in violations(f, job(), Config(SINGLE_ANCHOR, 0, 5), 100)
+    assert "four-node cap" not in violations(f, job(), Config(SINGLE_ANCHOR, 0, 4), 100)
+    plan = plan_fleet([RegisteredJob("big", 10.0, JobSpec(objective="paper"))], inputs)
+    assert plan.jobs[0].planned and plan.jobs[0].cluster.n_workers <= 4

@@ -25,7 +25,13 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.planner import architectures as arch
-from deepvm.planner.candidates import CheckpointNeeds, Config, hourly_cost, within_budget
+from deepvm.planner.candidates import (
+    Candidates,
+    CheckpointNeeds,
+    Config,
+    hourly_cost,
+    within_budget,
+)
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 
 # (region, quota group, market): what one quota limit counts.
@@ -55,7 +61,10 @@ def remote_nodes_needed(
 
 
 class Constraint(Protocol):
-    """One limit. ``name`` is what ``violations`` reports."""
+    """One limit. ``name`` is what ``violations`` reports. A limit the planner's
+    candidates are not built to keep (the quotas, the remote tier's sizing and the
+    budget are) also has ``admits(offers, job, candidates) -> bool array``, which
+    the planner applies before scoring."""
 
     @property
     def name(self) -> str: ...
@@ -227,6 +236,16 @@ CONSTRAINTS: tuple[Constraint, ...] = (
 BY_NAME: dict[str, Constraint] = {c.name: c for c in CONSTRAINTS}
 # The limits one more remote node can relieve (explain.binding).
 REMOTE_LIMITS = (NetworkSaturation.name, CheckpointMemory.name)
+
+
+def admitted_by_constraints(f: Offers, job: CheckpointNeeds, candidates: Candidates) -> np.ndarray:
+    """Per candidate worker side, whether every constraint with ``admits`` allows it."""
+    kept = np.ones(len(candidates), dtype=bool)
+    for constraint in CONSTRAINTS:
+        admits = getattr(constraint, "admits", None)
+        if admits is not None:
+            kept &= np.asarray(admits(f, job, candidates), dtype=bool)
+    return kept
 
 
 def _not_a_cluster(f: Offers, c: Config) -> tuple[list[str], bool]:

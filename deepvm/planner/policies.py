@@ -33,7 +33,7 @@ from deepvm.planner.candidates import (
     throughput,
     within_budget,
 )
-from deepvm.planner.constraints import violations
+from deepvm.planner.constraints import admitted_by_constraints, violations
 from deepvm.planner.enumeration import (
     best_per_budget,
     remote_sides,
@@ -169,8 +169,12 @@ class Planner:
         # the objective admits (the cost objective's deadline).
         self._scores: dict[bool, FloatArray] = {}
         self._admitted: dict[bool, np.ndarray] = {}
+        # Limits that prune worker sides beyond what the candidates are built to keep
+        # (deepvm.planner.constraints: a constraint with ``admits``).
+        kept = admitted_by_constraints(offers, job, self.candidates)
         for linear in (False, True):
-            self._scores[linear], self._admitted[linear] = self._plan_scores(linear)
+            scores, admitted = self._plan_scores(linear)
+            self._scores[linear], self._admitted[linear] = scores, admitted & kept
 
     def _plan_scores(self, linear: bool) -> tuple[FloatArray, np.ndarray]:
         c = self.candidates
