@@ -326,3 +326,26 @@ def test_readme_main_command_as_subprocess(tmp_path):
         timeout=120,
     )
     assert json.loads(done.stdout)["recommendations"][0]["rank"] == 1
+
+
+def test_the_readmes_command_outputs_are_what_the_commands_print(tmp_path, monkeypatch):
+    """Every ```text block of the README that starts with `$ deepvm ...` shows that
+    command's output on the shipped data, exactly."""
+    import re
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEEPVM_STORE", raising=False)
+    blocks = re.findall(
+        r"```text\n\$ (deepvm [^\n]*)\n(.*?)```", (ROOT / "README.md").read_text(), re.S
+    )
+    assert len(blocks) >= 2
+    for command, shown in blocks:
+        done = subprocess.run(
+            [sys.executable, "-m", *shlex.split(command)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == shown, command
