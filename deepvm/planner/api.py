@@ -36,6 +36,7 @@ from deepvm.overhead import (
 from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
+    cluster_of,
     cluster_words,
     hourly_cost,
     throughput,
@@ -354,25 +355,8 @@ def sweep(
     rows: list[dict[str, Any]] = []
     for (policy, budget), config in planner.sweep(chosen, budgets).items():
         if config is not None:
-            offers = planner.offers
-            zone = offers.gpu_spot_zone[config.worker] if offers.gpu_spot_zone else None
-            rows.append(
-                {
-                    "budget": budget,
-                    "policy": policy,
-                    "region": offers.gpu_region_of(config.worker),
-                    "zone": zone if config.n_spot else None,
-                    "architecture": config.architecture,
-                    "worker_type": planner.offers.gpu_types[config.worker],
-                    "n_workers": config.n_workers,
-                    "n_remote": config.n_remote,
-                    "remote_type": (
-                        None if config.remote is None else planner.offers.cpu_types[config.remote]
-                    ),
-                    "hourly_cost": round(hourly_cost(planner.offers, config), 10),
-                    "throughput_flops": throughput(planner.offers, config),
-                }
-            )
+            cluster = cluster_of(planner.offers, config).as_dict()
+            rows.append({"budget": budget, "policy": policy, **cluster})
     top = max(budgets)
     reference = [
         float(r["throughput_flops"])
@@ -469,7 +453,7 @@ def cluster_risk(
     ``n_remote`` x ``remote_type`` in the workers' region). Raises ParameterError
     for a type the catalog lacks, or in several regions, and InputError for a
     cluster that breaks the model's constraints."""
-    from deepvm.planner.candidates import TIERING, Config, hourly_cost, throughput
+    from deepvm.planner.candidates import TIERING, Config
     from deepvm.planner.constraints import violations
     from deepvm.planner.goodput import config_risk, object_store_usd_per_hour
 

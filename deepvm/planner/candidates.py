@@ -7,7 +7,6 @@ Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumerati
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,14 +80,13 @@ def hourly_cost(offers: Offers, config: Config) -> float:
     return float(workers + remote)
 
 
-def cluster_words(offers: Offers, config: Config) -> str:
-    """A configuration for messages, in deepvm.cluster.Cluster's words, e.g.
-    ``tiering: 17 x g4dn.xlarge spot + 1 x c5.xlarge`` (its region where the
-    offers span several)."""
+def cluster_of(offers: Offers, config: Config) -> Cluster:
+    """A configuration as the named cluster every answer carries: the one place its
+    fields are filled (the spot nodes' zone only where some node is spot)."""
     i = config.worker
-    cluster = Cluster(
+    return Cluster(
         region=offers.gpu_region_of(i),
-        zone=None,
+        zone=offers.gpu_spot_zone[i] if config.n_spot and offers.gpu_spot_zone else None,
         architecture=config.architecture,
         worker_type=offers.gpu_types[i],
         n_workers=config.n_workers,
@@ -96,9 +94,16 @@ def cluster_words(offers: Offers, config: Config) -> str:
         n_on_demand=config.n_on_demand,
         remote_type=None if config.remote is None else offers.cpu_types[config.remote],
         n_remote=config.n_remote,
-        hourly_cost=math.nan,
-        throughput_flops=math.nan,
+        hourly_cost=round(hourly_cost(offers, config), 10),
+        throughput_flops=throughput(offers, config),
     )
+
+
+def cluster_words(offers: Offers, config: Config) -> str:
+    """A configuration for messages, in deepvm.cluster.Cluster's words, e.g.
+    ``tiering: 17 x g4dn.xlarge spot + 1 x c5.xlarge`` (its region where the
+    offers span several)."""
+    cluster = cluster_of(offers, config)
     return cluster.words(architecture=True, region=len(offers.regions) > 1)
 
 

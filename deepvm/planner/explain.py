@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from deepvm.cluster import Cluster
-from deepvm.planner.candidates import Config, hourly_cost, throughput
+from deepvm.planner.candidates import Config, cluster_of, hourly_cost, throughput
 from deepvm.planner.constraints import REMOTE_LIMITS, violations, words
 
 if TYPE_CHECKING:
@@ -78,18 +78,4 @@ def faster(planner: Planner, policy: str, config: Config, budget: float) -> Alte
 
 def _alternative(planner: Planner, config: Config, budget: float) -> Alternative:
     offers = planner.offers
-    i = config.worker
-    return Alternative(
-        region=offers.gpu_region_of(i),
-        zone=offers.gpu_spot_zone[i] if config.n_spot and offers.gpu_spot_zone else None,
-        architecture=config.architecture,
-        worker_type=offers.gpu_types[config.worker],
-        n_workers=config.n_workers,
-        n_spot=config.n_spot,
-        n_on_demand=config.n_on_demand,
-        remote_type=None if config.remote is None else offers.cpu_types[config.remote],
-        n_remote=config.n_remote,
-        hourly_cost=round(hourly_cost(offers, config), 10),
-        throughput_flops=throughput(offers, config),
-        budget=round(budget, 10),
-    )
+    return Alternative(**cluster_of(offers, config).as_dict(), budget=round(budget, 10))

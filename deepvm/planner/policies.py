@@ -27,6 +27,7 @@ from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
     build_candidates,
+    cluster_of,
     cluster_words,
     hourly_cost,
     node_limits,
@@ -330,19 +331,9 @@ class Planner:
             value = config_objective(f, config, self.objective)
         interval = float(r.interval_s[0])
         return Recommendation(
+            **cluster_of(f, config).as_dict(),
             policy=policy,
             rank=rank,
-            region=f.gpu_region_of(i),
-            zone=f.gpu_spot_zone[i] if config.n_spot and f.gpu_spot_zone else None,
-            architecture=config.architecture,
-            worker_type=f.gpu_types[i],
-            n_workers=config.n_workers,
-            n_spot=config.n_spot,
-            n_on_demand=config.n_on_demand,
-            remote_type=None if config.remote is None else f.cpu_types[config.remote],
-            n_remote=config.n_remote,
-            hourly_cost=round(cost, 10),
-            throughput_flops=flops,
             objective_value=value,
             preemptions_per_h=float(r.rate_per_s[0]) * 3600.0,
             checkpoint_interval_s=interval if math.isfinite(interval) else math.nan,
