@@ -37,12 +37,9 @@ A sweep puts the problems of all its budgets into one block-diagonal MILP
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +61,7 @@ from deepvm.planner.enumeration import (
     remote_sides,
     remote_upper_bounds,
 )
+from deepvm.planner.highs import quiet_stdout
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 from deepvm.planner.policies import OPTIMISED_POLICIES, Planner
 
@@ -127,7 +125,7 @@ def run_highs(
     start = time.perf_counter()
     try:
         # cvxpy warns "Solution may be inaccurate" on a time limit; the status says it.
-        with _quiet_stdout(), warnings.catch_warnings():
+        with quiet_stdout(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             problem.solve(
                 solver=SOLVER,
@@ -158,26 +156,6 @@ def solve_status(problem: object) -> str:
         if getattr(info, "primal_solution_status", 0) == 2:
             status = LIMIT_WITH_INCUMBENT
     return status
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """HiGHS prints a banner on file descriptor 1 from C++; keep it out of --json."""
-    sys.stdout.flush()
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):  # pytest capture, notebooks
-        yield
-        return
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), fd)
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
 
 
 @dataclass(frozen=True)

@@ -187,41 +187,49 @@ class RemoteQuota:
 
 
 @dataclass(frozen=True)
-class NetworkSaturation:
-    """n <= N_sat(min(b_i, b_j)) m: the remote tier's links carry the workers."""
+class _RemoteTierLimit:
+    """A limit of a Tiering cluster's remote tier alone: it takes nothing shared."""
 
-    name: str = "network saturation"
+    name: str
+    text: str
 
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return False
-        beta = min(f.gpu_gbps[c.worker], f.cpu_gbps[c.remote])
-        return c.n_workers > int(f.saturation(beta)) * c.n_remote
+        return self.breaks(f, job, c, c.remote)
+
+    def breaks(self, f: Offers, job: CheckpointNeeds, c: Config, j: int) -> bool:
+        raise NotImplementedError
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
         return {}
 
     def words(self, f: Offers, c: Config, budget: float) -> str:
-        return "network saturation (the remote tier's bandwidth)"
+        return self.text
 
 
 @dataclass(frozen=True)
-class CheckpointMemory:
+class NetworkSaturation(_RemoteTierLimit):
+    """n <= N_sat(min(b_i, b_j)) m: the remote tier's links carry the workers."""
+
+    name: str = "network saturation"
+    text: str = "network saturation (the remote tier's bandwidth)"
+
+    def breaks(self, f: Offers, job: CheckpointNeeds, c: Config, j: int) -> bool:
+        beta = min(f.gpu_gbps[c.worker], f.cpu_gbps[j])
+        return c.n_workers > int(f.saturation(beta)) * c.n_remote
+
+
+@dataclass(frozen=True)
+class CheckpointMemory(_RemoteTierLimit):
     """m x 0.8 M_j >= kC: the remote tier holds the job's checkpoint versions."""
 
     name: str = "checkpoint memory"
+    text: str = "remote memory (checkpoint versions the remote tier must hold)"
 
-    def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
-        if c.remote is None or not arch.architecture(c.architecture).remote_tier:
-            return False
-        usable = c.n_remote * REMOTE_MEMORY_FRACTION * f.cpu_memory_gb[c.remote]
+    def breaks(self, f: Offers, job: CheckpointNeeds, c: Config, j: int) -> bool:
+        usable = c.n_remote * REMOTE_MEMORY_FRACTION * f.cpu_memory_gb[j]
         return bool(usable < job.remote_memory_needed_gb)
-
-    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
-        return {}
-
-    def words(self, f: Offers, c: Config, budget: float) -> str:
-        return "remote memory (checkpoint versions the remote tier must hold)"
 
 
 # In the order violations reports them.
