@@ -1,5 +1,3 @@
-import sys
+from deepvm.cli import run
 
-from deepvm.cli import main
-
-sys.exit(main())
+run()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from deepvm.cluster import cluster_words
+from deepvm.errors import OutputError
 from deepvm.output_files import atomic_output
 
 RDZV_PORT = 29500
@@ -141,8 +142,15 @@ def write_sky_yaml(
         "run: the benchmark's torchrun line; put your training script in place of "
         "`-m deepvm.bench.scaling ...`"
     )
-    for role, task in tasks.items():
-        lines = [*header, f"this task: {role}"]
-        with atomic_output(paths[role]) as tmp:
-            tmp.write_text(render(task, lines))
+    texts = {role: render(task, [*header, f"this task: {role}"]) for role, task in tasks.items()}
+    written: list[Path] = []
+    try:
+        for role, text in texts.items():
+            with atomic_output(paths[role]) as tmp:
+                tmp.write_text(text)
+            written.append(paths[role])
+    except (OSError, OutputError):  # one task file without the others is half a cluster
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
     return list(paths.values())

@@ -12,7 +12,7 @@ from deepvm._datasets import dataset_path
 from deepvm.config import JOB_OPTIONS, JobSpec, Objective
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH
-from deepvm.planner.fleet_types import RegisteredJob
+from deepvm.planner.fleet_types import PRIORITY_RANGE, RegisteredJob
 from deepvm.workloads import WORKLOADS, Workload
 
 log = logging.getLogger("deepvm")
@@ -102,12 +102,16 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:
         raise InputError(f"{label}: budget={budget!r} must be a positive number of USD per hour")
     priority = job.get("priority", 1.0)
+    low, high = PRIORITY_RANGE
     if (
         isinstance(priority, bool)
         or not isinstance(priority, int | float)
-        or not (0 < priority < math.inf)
+        or not (low <= priority <= high)
     ):
-        raise InputError(f"{label}: priority={priority!r} must be a positive number")
+        raise InputError(
+            f"{label}: priority={priority!r} must be a number from {low:g} to {high:g} "
+            "(priorities weigh jobs against each other)"
+        )
     shared = job.get("fleet", True)
     if not isinstance(shared, bool):
         raise InputError(f"{label}: fleet={shared!r} must be true or false")

@@ -229,8 +229,8 @@ def _as_float(value: object) -> float | None:
     """The cell as a float: NaN where missing, None where it is not a number."""
     if _is_missing(value):
         return math.nan
-    if isinstance(value, bool):
-        return float(value)
+    if isinstance(value, bool | np.bool_):  # `true` where a number belongs is a mistake
+        return None
     if isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)
     try:
@@ -261,7 +261,7 @@ def numeric_column(
             label += f" ({key}={table[key][idx]})"
         return label
 
-    if raw.dtype.kind in "fiu":
+    if raw.dtype.kind in "fiu":  # (a bool column, kind "b", is checked cell by cell)
         arr = raw.astype(float)
     else:
         parsed = [_as_float(v) for v in raw]

@@ -118,6 +118,14 @@ def get_workload(name: str, workloads: Mapping[str, Workload] | None = None) -> 
 WORKLOAD_COLUMNS = ("name", "train_flops_per_sample", "parameters", "accelerator_memory_gib")
 
 
+def _looks_numeric(value: object) -> bool:
+    try:
+        float(str(value).strip())
+    except ValueError:
+        return False
+    return True
+
+
 def load_workloads(path: str | Path) -> dict[str, Workload]:
     """Users' own workloads (CSV, Parquet or TOML with [[workload]] tables): name,
     train_flops_per_sample, parameters, accelerator_memory_gib (per GPU), and
@@ -147,6 +155,14 @@ def load_workloads(path: str | Path) -> dict[str, Workload]:
             raise InputError(f"workloads file {str(source)!r} lacks {', '.join(missing)}")
     else:
         table = read_table(source, WORKLOAD_COLUMNS, what)
+    for k, raw_name in enumerate(table["name"]):
+        shown = raw_name.item() if hasattr(raw_name, "item") else raw_name  # numpy scalars
+        if isinstance(shown, bool | int | float) or _looks_numeric(shown):
+            raise InputError(
+                f"workloads file {str(source)!r}: row {k + 1}: name={shown!r} is a number; "
+                "give the workload a name with a letter in it (it is a value of --workload "
+                "and a column in the store)"
+            )
     names = text_column(table, "name", what, key="name")
     table = table.with_columns(name=names)
     reject_duplicates(table, ["name"], what)

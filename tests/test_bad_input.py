@@ -1,5 +1,6 @@
 """Bad input, every command: exit status 2, one ``deepvm: error:`` line that names
-the bad value, and a store left exactly as it was (hashed before and after)."""
+the bad value, nothing on stdout, and a store and working directory left exactly
+as they were (hashed before and after)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         '[[job]]\nname = "a b"\nworkload = "tiny"\nbudget = 4.0\n',
         "gpt3.toml": '[[job]]\nname = "j"\nworkload = "gpt3"\nbudget = 3.0\n',
         "plain.txt": "not a folder\n",
+        "priority.toml": '[[job]]\nname = "j"\nworkload = "tiny"\nbudget = 3.0\npriority = 1e308\n',
+        "number.csv": "name,train_flops_per_sample,parameters,accelerator_memory_gib\n"
+        "5,1e9,1000,4\n",
+        "memory.toml": '[[workload]]\nname = "w"\ntrain_flops_per_sample = 1e9\n'
+        "parameters = 1000\naccelerator_memory_gib = true\n",
     }
     for name, text in made.items():
         (base / name).write_text(text)
     (base / "folder").mkdir()
+    (base / "launch-remote.yaml").mkdir()  # where --sky-yaml launch.yaml's remote task goes
     return {"store": str(store), "dir": str(base)}
 
 
@@ -240,6 +247,30 @@ CASES: list[tuple[list[str], str]] = [
     (["fit", "--store", "{store}"], "no scaling rows"),
     (["fit", "--scaling", "/nope.csv"], "/nope.csv"),
     (["fit", "--scaling", "/nope.csv", "--plot", "{dir}/plain.txt"], "plain.txt' is a file"),
+    # fleet
+    (["fleet", "--scenarios", "{dir}/priority.toml"], "priority=1e+308 must be a number from"),
+    (["fleet", "--team-budget", "-1"], "--team-budget: '-1'"),
+    (["fleet", "--columns", "job,bogus"], "bogus is not a column"),
+    (["fleet", "--json", "--columns", "job"], "--columns 'job' picks the columns"),
+    # workloads files
+    (["workloads", "--workloads", "{dir}/number.csv"], "name='5' is a number"),
+    (["workloads", "--workloads", "{dir}/memory.toml"], "accelerator_memory_gib=True is not"),
+    (["recommend", "--budget", "3", "--workloads", "{dir}/number.csv"], "name='5' is a number"),
+    # output options: nothing reaches stdout before the error
+    (["recommend", "--budget", "3", "--columns", "policy,bogus"], "bogus is not a column"),
+    (["recommend", "--budget", "3", "--format", "json", "--columns", "bogus"], "--columns"),
+    (["catalog", "--columns", "bogus"], "bogus is not a column"),
+    (["sweep", "--budgets", "1,2", "--columns", "bogus", "--out", "s.parquet"], "bogus is not"),
+    (
+        ["compare", "--budget", "3", "--work", "1e18", "--columns", "bogus", "--plot", "c.png"],
+        "bogus is not a column",
+    ),
+    (["catalog", "--format", "csv", "--columns", ","], "no column"),
+    # launch files: every one checked before any is written
+    (["recommend", "--budget", "3", "--sky-yaml", "{dir}/launch.yaml"], "(remote task)"),
+    (["recommend", "--budget", "3", "--sky-yaml", "{dir}/launch.txt"], "must end in .yaml"),
+    # a new store is not made for a night refused
+    (["nightly", "--store", "{dir}/fresh-store", "--source", "bogus"], "'bogus'"),
     # the command itself
     (["bogus"], "'bogus'"),
 ]
@@ -247,10 +278,10 @@ CASES: list[tuple[list[str], str]] = [
 
 @pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input(files, capsys, monkeypatch, argv, fragment):
-    store = Path(files["store"])
+    store, folder = Path(files["store"]), Path(files["dir"])
     monkeypatch.setenv("DEEPVM_STORE", str(store))  # commands that default to a store
-    monkeypatch.chdir(files["dir"])
-    before = tree_hash(store)
+    monkeypatch.chdir(folder)
+    before = tree_hash(folder)  # the store is in it
     argv = [a.format(**files) for a in argv]
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -258,7 +289,10 @@ def test_bad_input(files, capsys, monkeypatch, argv, fragment):
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("deepvm: error: ") and fragment in lines[0], lines[0]
     assert captured.out == ""
-    assert tree_hash(store) == before
+    assert tree_hash(folder) == before
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [
+        "folder", "launch-remote.yaml", "store"
+    ]  # fmt: skip
 
 
 def test_the_table_is_large_and_covers_every_command():
@@ -266,5 +300,5 @@ def test_the_table_is_large_and_covers_every_command():
     commands = {argv[0] for argv, _ in CASES}
     assert commands >= {
         "recommend", "sweep", "compare", "catalog", "flopp", "benchmark",
-        "benchmark-scaling", "simulate", "prices", "nightly", "fit",
+        "benchmark-scaling", "simulate", "prices", "nightly", "fit", "fleet", "workloads",
     }  # fmt: skip

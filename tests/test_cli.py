@@ -349,3 +349,17 @@ def test_the_readmes_command_outputs_are_what_the_commands_print(tmp_path, monke
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout == shown, command
+
+
+def test_global_flags_after_the_command_name(capsys, tmp_path):
+    """-q and -v work after the command too (they were refused there)."""
+    from deepvm.cli import common
+
+    assert main(["recommend", "--budget", "3", "--json", "-q"]) == 0
+    assert common.QUIET is True
+    json.loads(capsys.readouterr().out)
+    assert main(["prices", "show", "--store", str(tmp_path / "none"), "-v"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.rstrip().splitlines()[-1].startswith("deepvm: error: ")
+    assert main(["-q", "recommend", "--budget", "3", "--json"]) == 0
+    capsys.readouterr()

@@ -141,3 +141,23 @@ def test_an_error_inside_a_transaction_names_the_store_by_its_path(tmp_path):
     message = str(raised.value)
     assert f"store {str(where)!r} has no prices yet" in message
     assert "Store(" not in message and "object at 0x" not in message
+
+
+def test_store_check_names_a_partition_folder_that_is_not_a_month(tmp_path, capsys):
+    """A copy put in `prices/snapshot_month=garbage/` by hand: no reader sees its rows
+    (Delta lists only its own files), and `store check` now says so."""
+    import shutil
+
+    from deepvm.cli import main
+
+    store = tmp_path / "s"
+    assert main(["prices", "refresh", "--store", str(store), "--date", "2026-12-01"]) == 0
+    rows = Store.open(store).rows("prices").num_rows
+    month = next((store / "prices").glob("snapshot_month=2026-12"))
+    stray = store / "prices" / "snapshot_month=garbage"
+    shutil.copytree(month, stray)
+    capsys.readouterr()
+    assert Store.open(store).rows("prices").num_rows == rows  # not doubled
+    assert main(["store", "check", "--store", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert "folder 'prices/snapshot_month=garbage' is not a month partition" in out

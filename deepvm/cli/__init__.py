@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -25,12 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"deepvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", help="print no progress on stderr (errors still)"
-    )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="on an error, print its traceback too"
-    )
+    _add_global_flags(parser, False)
     plan.add_parsers(sub)
     data.add_parsers(sub)
     measure.add_parsers(sub)
@@ -39,7 +35,35 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parsers(sub)
     nightly.add_parsers(sub)
     measure.add_scaling_parser(sub)
+    _every_command_takes_the_global_flags(parser)
     return parser
+
+
+def _add_global_flags(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="print no progress on stderr (errors still)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="on an error, print its traceback too",
+    )
+
+
+def _every_command_takes_the_global_flags(parser: argparse.ArgumentParser) -> None:
+    """-q and -v after the command name too (`deepvm recommend --budget 3 -q`); a
+    command's own default never overrides one given before it."""
+    for action in parser._actions:  # argparse keeps subcommands only here
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):
+                _add_global_flags(command, argparse.SUPPRESS)
+                _every_command_takes_the_global_flags(command)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -58,6 +82,22 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "store": store.cmd_store,
     "simulate": simulate.cmd_simulate,
 }
+
+
+def run() -> None:
+    """The console script: ``main``, then exit with its status without running the
+    interpreter's teardown, where pyarrow's and delta-rs's threads can abort the
+    process ("terminate called without an active exception", apache/arrow#34314)
+    and turn a finished command's status into 134. Output is flushed first."""
+    import logging
+    import os
+
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

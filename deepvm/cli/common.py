@@ -320,7 +320,11 @@ def tflops(x: float) -> str:
 
 def print_json(obj: Any) -> None:
     """One JSON object; NaN and infinities become null (they are not JSON)."""
-    print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
+    sys.stdout.write(json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    return json.dumps(json_safe(obj), indent=2, allow_nan=False) + "\n"
 
 
 def json_safe(value: Any) -> Any:
@@ -511,7 +515,12 @@ def output_format(args: argparse.Namespace) -> str:
     if getattr(args, "json", False):
         if chosen not in (None, "json"):
             raise DeepvmError(f"--json and --format {chosen} ask for two formats: give one")
-        return "json"
+        chosen = "json"
+    if chosen == "json" and getattr(args, "columns", None):
+        raise DeepvmError(
+            f"--columns {args.columns!r} picks the columns of a table or CSV; the JSON has "
+            "every field: drop --columns, or use --format csv"
+        )
     return chosen or "table"
 
 
@@ -520,23 +529,45 @@ def print_listing(
     rows: Sequence[dict[str, Any]],
     table_columns: Sequence[tuple[str, str]],
     csv_keys: Sequence[str],
+    *,
+    header: str | None = None,
 ) -> None:
+    """Print ``render_listing``."""
+    sys.stdout.write(render_listing(args, rows, table_columns, csv_keys, header=header))
+
+
+def render_listing(
+    args: argparse.Namespace,
+    rows: Sequence[dict[str, Any]],
+    table_columns: Sequence[tuple[str, str]],
+    csv_keys: Sequence[str],
+    *,
+    header: str | None = None,
+) -> str:
     """``rows`` as an aligned table (``table_columns``: key and header) or as CSV
-    (``csv_keys``, the raw fields); --columns picks any of the rows' keys instead."""
+    (``csv_keys``, the raw fields); --columns picks any of the rows' keys instead.
+    ``header``: a line above the table (not the CSV). Rendered whole, so that a
+    command checks its options (a bad --columns) before it writes or prints."""
+    import io
+
     fmt = output_format(args)
     known = list(dict.fromkeys([*csv_keys, *dict(table_columns), *(k for r in rows for k in r)]))
     picked = _picked_columns(getattr(args, "columns", None), known)
+    out = io.StringIO()
+    if header is not None and fmt == "table":
+        out.write(header + "\n")
     if fmt == "csv":
         import csv
 
         keys = picked or list(csv_keys)
-        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer = csv.writer(out, lineterminator="\n")
         writer.writerow(keys)
         for r in rows:
             writer.writerow([_csv_cell(r.get(k)) for k in keys])
-        return
+        return out.getvalue()
     columns = [(k, k) for k in picked] if picked else list(table_columns)  # as the user named them
-    print(table_text(list(rows), columns))
+    out.write(table_text(list(rows), columns) + "\n")
+    return out.getvalue()
 
 
 def _picked_columns(text: str | None, known: Sequence[str]) -> list[str]:

@@ -114,8 +114,11 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if fmt == "json":
         print_json({"snapshot": catalog.snapshot, "instances": records})
         return 0
-    if fmt == "table":
-        print(f"{len(df)} instance types ({catalog.snapshot})")
+    types, regions = df["instance_type"].nunique(), df["region"].nunique()
+    header = (
+        f"{len(df)} rows: {types} instance types in {regions} region"
+        f"{'s' if regions != 1 else ''} ({catalog.snapshot})"
+    )
     for r in records:
         r["gpus"] = (
             f"{r['accelerator_count']:g} x {r['accelerator_name']}"
@@ -133,7 +136,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         ("spot_zone", "spot zone"),
         ("price_date", "price date"),
     ]
-    print_listing(args, records, shown, keys)
+    print_listing(args, records, shown, keys, header=header)
     return 0
 
 

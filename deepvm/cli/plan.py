@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from deepvm.cli.common import (
     dollars_text,
     hours_text,
     job_from_args,
+    json_text,
     money_text,
     name_text,
     output_format,
@@ -29,6 +31,7 @@ from deepvm.cli.common import (
     print_json,
     print_listing,
     progress,
+    render_listing,
     store_location,
     table_text,
     tflops,
@@ -211,27 +214,29 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     inputs = planner_inputs(args, store)
     job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
     result = recommend(args.budget, job, inputs=inputs)
+    fmt = output_format(args)
+    # The answer is rendered before anything is written: a bad --columns writes nothing.
+    recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
+    text = _recommend_text(args, fmt, result, recs)
     if args.sky_yaml:
-        from deepvm.launch import write_sky_yaml
-
-        first = result.recommendations[0].as_dict()
-        title = (
-            f"deepvm recommend --budget {result.budget:g}: {first['policy']} #{first['rank']} "
-            f"for {result.workload} (objective {result.objective}), prices "
-            f"{result.prices_snapshot}"
-        )
-        for path in write_sky_yaml(args.sky_yaml, first, workload=result.workload, title=title):
-            progress(f"wrote {path}")
+        _write_launch_files(args.sky_yaml, result, result.recommendations[0].as_dict())
     written = None
     if store:
         from deepvm.results import write_recommendations
 
         written, _ = write_recommendations(result, store, scenario=args.scenario)
-    recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
+    sys.stdout.write(text)
+    if fmt == "table":
+        _recommend_notes(result, recs)
+    if written is not None:
+        progress(f"wrote {written}")
+    return 0
+
+
+def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[Any]) -> str:
     job = {"budget": result.budget, "objective": result.objective, "workload": result.workload}
-    fmt = output_format(args)
     if fmt == "json":
-        print_json(
+        return json_text(
             {
                 **job,
                 "checkpoint_gb": result.checkpoint_gb,
@@ -244,42 +249,51 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                 "left_out": list(result.left_out),
             }
         )
-    else:
-        job["prices_snapshot"] = result.prices_snapshot
-        for r in recs:
-            r.update(job)
-            r["cluster"] = cluster_words(r)
-            r["tflops"] = tflops(r["throughput_flops"])
-            r["cost"] = f"{r['hourly_cost']:.4f}"
-            r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
-            r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
-            r["makespan"] = hours_text(r["expected_makespan_h"])
-            r["total"] = dollars_text(r["expected_total_cost"])
-        columns = [
-            ("policy", "policy"),
-            ("rank", "#"),
-            ("region", "region"),
-            ("zone", "zone"),
-            ("architecture", "architecture"),
-            ("cluster", "cluster"),
-            ("cost", "$/h"),
-            ("tflops", "TFLOP/s"),
-        ]
-        if result.work_flops is not None:
-            columns += [("makespan", "makespan"), ("total", "total $")]
-        columns += [("binding", "held back by")]
-        if fmt == "table":
-            print(
-                f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
-                f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
-                f"{result.prices_snapshot}"
-            )
-        print_listing(args, recs, columns, [*job, *REC_JSON_KEYS])
-        if fmt == "table":
-            _recommend_notes(result, recs)
-    if written is not None:
+    job["prices_snapshot"] = result.prices_snapshot
+    for r in recs:
+        r.update(job)
+        r["cluster"] = cluster_words(r)
+        r["tflops"] = tflops(r["throughput_flops"])
+        r["cost"] = f"{r['hourly_cost']:.4f}"
+        r["scaling"] = f"{r['overhead_model']} [{r['overhead_source']}]"
+        r["risk"] = f"{r['preemptions_per_h']:.3g}/h, eff {r['efficiency']:.1%}"
+        r["makespan"] = hours_text(r["expected_makespan_h"])
+        r["total"] = dollars_text(r["expected_total_cost"])
+    columns = [
+        ("policy", "policy"),
+        ("rank", "#"),
+        ("region", "region"),
+        ("zone", "zone"),
+        ("architecture", "architecture"),
+        ("cluster", "cluster"),
+        ("cost", "$/h"),
+        ("tflops", "TFLOP/s"),
+    ]
+    if result.work_flops is not None:
+        columns += [("makespan", "makespan"), ("total", "total $")]
+    columns += [("binding", "held back by")]
+    header = (
+        f"Budget ${result.budget:g}/h  workload {result.workload}  objective "
+        f"{result.objective}  checkpoint {result.checkpoint_gb:.3g} GB  prices "
+        f"{result.prices_snapshot}"
+    )
+    return render_listing(args, recs, columns, [*job, *REC_JSON_KEYS], header=header)
+
+
+def _write_launch_files(path: str, result: Any, first: dict[str, Any]) -> None:
+    """The first recommendation's SkyPilot tasks; every file checked before any is written."""
+    from deepvm.launch import sky_tasks, task_paths, write_sky_yaml
+
+    roles = list(sky_tasks(first, workload=result.workload))
+    for role, where in task_paths(path, roles).items():
+        check_output_path(f"--sky-yaml ({role} task)", str(where))
+    title = (
+        f"deepvm recommend --budget {result.budget:g}: {first['policy']} #{first['rank']} "
+        f"for {result.workload} (objective {result.objective}), prices "
+        f"{result.prices_snapshot}"
+    )
+    for written in write_sky_yaml(path, first, workload=result.workload, title=title):
         progress(f"wrote {written}")
-    return 0
 
 
 def _check_yaml_path(path: str) -> None:
@@ -330,6 +344,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = sweep(
         budgets, job_from_args(args, policies=["all"], workloads=inputs.workloads), inputs=inputs
     )
+    fmt = output_format(args)
+    # Rendered before --out and --plot are written: a bad --columns writes nothing.
+    if fmt == "json":  # pandas is not needed for these rows: sweeps stay light
+        text = json_text({"budgets": result.budgets, "results": result.rows})
+    else:
+        text = _sweep_listing(args, result)
     if args.out:
         from deepvm.results import write_parquet_atomic
 
@@ -339,15 +359,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         title = f"{result.workload}, objective {result.objective}"
         progress(f"wrote {plot_sweep(result.results, args.plot, title, result.prices_snapshot)}")
-    fmt = output_format(args)
-    if fmt == "json":  # pandas is not needed for these rows: sweeps stay light
-        print_json({"budgets": result.budgets, "results": result.rows})
-        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+def _sweep_listing(args: argparse.Namespace, result: Any) -> str:
     shown = [
         {**r, "tflops": tflops(r["throughput_flops"]), "norm": f"{r['normalized']:.3f}"}
         for r in result.rows
     ]
-    print_listing(
+    return render_listing(
         args,
         shown,
         [
@@ -365,7 +386,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         ],
         list(result.rows[0]) if result.rows else ["budget", "policy"],
     )
-    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -380,6 +400,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
     result, df = compare(args.budget, job.work_flops, job, inputs=inputs)
     df["cluster"] = [cluster_words(r) for r in df.to_dict("records")]
+    text = _compare_text(args, result, df)  # before --out and --plot: see cmd_sweep
     if args.out:
         from deepvm.results import write_parquet_atomic
 
@@ -392,10 +413,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"(objective {result.objective}); prices {result.prices_snapshot}"
         )
         progress(f"wrote {plot_compare(df, args.plot, title)}")
+    sys.stdout.write(text)
+    return 0
+
+
+def _compare_text(args: argparse.Namespace, result: Any, df: Any) -> str:
     records = json.loads(df.to_json(orient="records"))
     fmt = output_format(args)
     if fmt == "json":
-        print_json(
+        return json_text(
             {
                 "budget": result.budget,
                 "work_flops": result.work_flops,
@@ -404,12 +430,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "rows": records,
             }
         )
-        return 0
-    if fmt == "table":
-        print(
-            f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
-            f"objective {result.objective}, prices {result.prices_snapshot}"
-        )
+    header = (
+        f"{result.work_flops:.3g} FLOPs of {result.workload} within ${result.budget:g}/h, "
+        f"objective {result.objective}, prices {result.prices_snapshot}"
+    )
     shown = [dict(r) for r in records]
     for r in shown:
         r["cost"] = f"{r['hourly_cost']:.4f}"
@@ -417,7 +441,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         r["eff"] = f"{r['efficiency']:.1%}"
         r["makespan"] = hours_text(r["expected_makespan_h"])
         r["total"] = dollars_text(r["expected_total_cost"])
-    print_listing(
+    return render_listing(
         args,
         shown,
         [
@@ -431,8 +455,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ("total", "total $"),
         ],
         list(df.columns),
+        header=header,
     )
-    return 0
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -453,11 +477,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         print_json(plan.as_dict())
         return 0
     team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
-    if fmt == "table":
-        print(
-            f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
-            f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
-        )
+    header = (
+        f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
+        f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
+    )
     raw = plan.as_dict()["jobs"]
     rows = []
     for job in raw:
@@ -497,7 +520,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         ("solo_tflops", "alone TFLOP/s"),
         ("held_back_by", "held back by"),
     ]
-    print_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"])
+    print_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
     if fmt != "table":
         return 0
     print()

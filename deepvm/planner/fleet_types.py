@@ -13,12 +13,17 @@ from deepvm.cluster import CLUSTER_FIELDS
 from deepvm.config import JobSpec
 from deepvm.planner.policies import Recommendation
 
+# Priorities weigh values of at most 1 in one objective that HiGHS solves to a
+# relative precision of about 1e-9: the largest over the smallest stays within 1e6.
+PRIORITY_RANGE = (1e-3, 1e3)
+
 
 @dataclass(frozen=True)
 class RegisteredJob:
-    """A job of the fleet: its name, budget (USD/h) and spec; ``priority`` (> 0)
-    weighs its value; ``shared`` False: it does not run at the same time as the
-    others, so it is planned alone and not counted in the shared quotas."""
+    """A job of the fleet: its name, budget (USD/h) and spec; ``priority``
+    (PRIORITY_RANGE) weighs its value; ``shared`` False: it does not run at the
+    same time as the others, so it is planned alone and not counted in the shared
+    quotas."""
 
     name: str
     budget: float
@@ -27,10 +32,20 @@ class RegisteredJob:
     shared: bool = True
 
     def __post_init__(self) -> None:
-        if not (self.priority > 0 and math.isfinite(self.priority)):
+        low, high = PRIORITY_RANGE
+        if isinstance(self.priority, bool) or not (low <= self.priority <= high):
             from deepvm.errors import ParameterError
 
-            raise ParameterError("priority", self.priority, "must be a positive number")
+            raise ParameterError(
+                "priority",
+                self.priority,
+                f"must be a number from {low:g} to {high:g} (priorities weigh jobs against "
+                "each other; a ratio past 1e6 is below the solver's precision)",
+            )
+        if not (self.budget > 0 and math.isfinite(self.budget)):
+            from deepvm.errors import ParameterError
+
+            raise ParameterError("budget", self.budget, "must be a positive number of USD per hour")
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ class StoreCheck:
 def check_store(store: Store) -> StoreCheck:
     """Open every table, check its schema version and columns, read every active
     file; nothing stops the check, so every problem is named."""
-    from deepvm.store.migrate import legacy_files
+    from deepvm.store.migrate import legacy_files, stray_partitions
 
     files: dict[str, int] = {}
     rows: dict[str, int] = {}
@@ -241,6 +241,11 @@ def check_store(store: Store) -> StoreCheck:
         bad.append(
             f"{count} file(s) of deepvm's earlier layout (schema 1 or 2): run "
             f"`deepvm store migrate --store {store.uri}`"
+        )
+    for folder, count in sorted(stray_partitions(store.location).items()):
+        bad.append(
+            f"folder {folder!r} is not a month partition: no reader sees its {count} "
+            "file(s); move it out of the store (its rows are not part of any table)"
         )
     for table in [COMMITS, *TABLES]:
         files[table] = rows[table] = unread[table] = 0

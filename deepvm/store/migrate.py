@@ -110,6 +110,25 @@ def _listing(location: Location) -> tuple[pafs.FileSystem, str, list[str]]:
     return filesystem, base, rels
 
 
+def stray_partitions(location: Location) -> dict[str, int]:
+    """Partition folders of dated tables whose value is not a month (e.g. a copy
+    put there by hand), with their file counts: Delta never lists them, so no
+    reader sees their rows, and `store check` names them."""
+    if location.local and not location.root.is_dir():
+        return {}
+    _, _, rels = _listing(location)
+    found: dict[str, int] = {}
+    for rel in rels:
+        parts = rel.split("/")
+        if len(parts) < 3 or parts[0] not in TABLES or TABLES[parts[0]][0] is None:
+            continue
+        column, _, value = parts[1].partition("=")
+        if column == month_column(TABLES[parts[0]][0] or "") and not _MONTH.fullmatch(value):
+            folder = f"{parts[0]}/{parts[1]}"
+            found[folder] = found.get(folder, 0) + 1
+    return found
+
+
 def legacy_files(location: Location) -> dict[str, list[_OldFile]]:
     """The files of the earlier layout, per table."""
     if location.local and not location.root.is_dir():
