@@ -268,7 +268,8 @@ JOB_KEYS = {
     "scenario", "planned", "priority", "shared", "value", "region", "zone", "architecture",
     "worker_type", "n_workers", "n_spot", "n_on_demand", "remote_type", "n_remote",
     "hourly_cost", "throughput_flops", "solo_throughput_flops", "solo_hourly_cost", "binding",
-    "note",
+    "note", "workload", "objective", "expected_makespan_h", "expected_total_cost", "deadline_h",
+    "meets_deadline",
 }  # fmt: skip
 
 
@@ -340,8 +341,8 @@ def test_priority_and_jobs_that_run_alone(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ("priority = 0", "priority=0 must be a positive number"),
-        ('priority = "high"', "priority='high' must be a positive number"),
+        ("priority = 0", "priority=0 must be a number from 0.001 to 1000"),
+        ('priority = "high"', "priority='high' must be a number from 0.001 to 1000"),
         ('fleet = "no"', "fleet='no' must be true or false"),
     ],
 )
@@ -382,3 +383,31 @@ def test_no_prices_on_or_before_the_date_is_named(tmp_path):
     refresh_prices(Store.open(tmp_path), "snapshot", snapshot_date="2026-12-02")
     with pytest.raises(InputError, match="no prices on or before 2026-12-01; its first snapshot"):
         catalog_from_store(Store.open(tmp_path), "2026-12-01")
+
+
+def test_the_fleet_answer_names_makespan_cost_deadline_and_writes_launch_files(tmp_path, capsys):
+    """Per job: architecture, region, zone, makespan, total cost and the deadline
+    check, in the JSON and the table (`--columns expected_makespan_h`), and each
+    planned job's SkyPilot files with --sky-yaml."""
+    import yaml
+
+    from deepvm.cli import main
+
+    out = fleet_json(capsys)
+    late = next(j for j in out["jobs"] if j["scenario"] == "resnet50-90-epochs-by-deadline")
+    assert late["deadline_h"] == 12 and late["meets_deadline"] is True
+    assert late["expected_makespan_h"] <= 12 and late["expected_total_cost"] > 0
+    assert late["expected_total_cost"] == pytest.approx(
+        late["expected_makespan_h"] * late["hourly_cost"]
+    )
+    folder = tmp_path / "launch"
+    argv = ["fleet", "--format", "csv", "--columns", "job,architecture,expected_makespan_h"]
+    assert main([*argv, "--sky-yaml", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "job,architecture,expected_makespan_h" and len(lines) == 5
+    for job in out["jobs"]:
+        main_task = yaml.safe_load((folder / f"{job['scenario']}.yaml").read_text())
+        assert main_task["resources"]["instance_type"] == job["worker_type"]
+    assert main(["fleet"]) == 0
+    table = capsys.readouterr().out
+    assert "meets 12 h" in table and "tiering: 1 x p4d.24xlarge spot" in table

@@ -28,8 +28,6 @@ from deepvm.cli.common import (
     name_text,
     output_format,
     planner_inputs,
-    print_json,
-    print_listing,
     progress,
     render_listing,
     store_location,
@@ -168,6 +166,12 @@ def add_parsers(sub: Any) -> None:
         metavar="URI",
         help="plan on this store's newest prices, benchmarks and fits (read only; "
         "default: $DEEPVM_STORE if set)",
+    )
+    fl_.add_argument(
+        "--sky-yaml",
+        metavar="FOLDER",
+        help="write each planned job's SkyPilot task files into FOLDER (JOB.yaml, and "
+        "JOB-anchor.yaml / JOB-remote.yaml where its architecture has them)",
     )
     add_store_timeout(fl_)
     add_time_limit(fl_)
@@ -464,6 +468,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from deepvm.planner.fleet_plan import plan_fleet
     from deepvm.scenarios import load_scenarios
 
+    if args.sky_yaml:
+        check_output_path("--sky-yaml", args.sky_yaml, folder=True)
     inputs = planner_inputs(args)
     jobs = load_scenarios(args.scenarios, inputs.workloads)
     plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
@@ -473,9 +479,17 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             f"{plan.solve_s:.1f} s without a proven optimum; raise --time-limit"
         )
     fmt = output_format(args)
-    if fmt == "json":
-        print_json(plan.as_dict())
+    text = json_text(plan.as_dict()) if fmt == "json" else _fleet_listing(args, plan)
+    if args.sky_yaml:  # after the answer is rendered: a bad --columns writes nothing
+        _write_fleet_launch_files(args.sky_yaml, plan)
+    sys.stdout.write(text)
+    if fmt != "table":
         return 0
+    _print_quota_use(plan)
+    return 0
+
+
+def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
     team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
     header = (
         f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
@@ -491,7 +505,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                 "job": job["scenario"],
                 "prio": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
                 "value_text": f"{job['value']:.3f}",
-                "cluster": cluster_words(job) if planned else "unplanned",
+                "cluster": cluster_words(job, architecture=True) if planned else "unplanned",
+                "makespan": hours_text(job["expected_makespan_h"] or math.nan),
+                "total": dollars_text(job["expected_total_cost"] or math.nan),
+                "deadline": _deadline_text(job),
                 "cost": money_text(job["hourly_cost"]),
                 "tflops": tflops(job["throughput_flops"]) if planned else None,
                 "solo_cost": (
@@ -518,11 +535,50 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         ("tflops", "TFLOP/s"),
         ("solo_cost", "alone $/h"),
         ("solo_tflops", "alone TFLOP/s"),
-        ("held_back_by", "held back by"),
     ]
-    print_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
-    if fmt != "table":
-        return 0
+    if any(job["expected_makespan_h"] is not None for job in raw):  # a job gave its work
+        columns += [("makespan", "makespan"), ("total", "total $")]
+    if any(job["deadline_h"] is not None for job in raw):
+        columns += [("deadline", "deadline")]
+    columns += [("held_back_by", "held back by")]
+    return render_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
+
+
+def _deadline_text(job: dict[str, Any]) -> str | None:
+    if job["deadline_h"] is None:
+        return None
+    if job["meets_deadline"] is None:
+        return f"{job['deadline_h']:g} h"
+    return f"{'meets' if job['meets_deadline'] else 'MISSES'} {job['deadline_h']:g} h"
+
+
+def _write_fleet_launch_files(folder: str, plan: Any) -> None:
+    """Each planned job's SkyPilot tasks (deepvm.launch) in ``folder``, named after
+    the job; every file checked before any is written."""
+    import os
+
+    from deepvm.launch import sky_tasks, task_paths, write_sky_yaml
+
+    todo = []
+    for job in plan.jobs:
+        if not job.planned or job.cluster is None:
+            continue
+        rec = {**job.cluster.as_dict(), "binding": job.binding}
+        path = os.path.join(folder, f"{job.scenario}.yaml")
+        roles = list(sky_tasks(rec, workload=job.workload))
+        for role, where in task_paths(path, roles).items():
+            check_output_path(f"--sky-yaml ({job.scenario}, {role} task)", str(where))
+        todo.append((path, rec, job))
+    for path, rec, job in todo:
+        title = (
+            f"deepvm fleet: {job.scenario} (priority {job.priority:g}, value {job.value:.3f}), "
+            f"prices {plan.prices_snapshot}"
+        )
+        for written in write_sky_yaml(path, rec, workload=job.workload, title=title):
+            progress(f"wrote {written}")
+
+
+def _print_quota_use(plan: Any) -> None:
     print()
     usage = [
         {
@@ -546,7 +602,6 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             ],
         )
     )
-    return 0
 
 
 def parse_budgets(spec: str) -> list[float]:

@@ -49,7 +49,7 @@ from deepvm.planner.fleet_program import LEXICOGRAPHIC_RTOL
 from deepvm.planner.fleet_types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
 from deepvm.planner.highs import OPTIMAL
 from deepvm.planner.offers import FloatArray, Offers
-from deepvm.planner.policies import Planner, infeasible_budget_error
+from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
 
 SOLVER = "HiGHS fleet"
 
@@ -269,14 +269,16 @@ def _job_plan(w: JobState, picks: dict[str, Config | None], status: str, solve_s
     if status != OPTIMAL and note is None:
         note = f"the fleet solve ended {status}: no plan"
     job = w.job
-    sizes = {"candidates": count, "considered": considered}
-    if config is None or planner is None:
+
+    def plan(planned: bool, value: float, cluster: Recommendation | None) -> JobPlan:
         return JobPlan(
-            job.name, job.priority, job.shared, False, 0.0, None, solo, None, note, **sizes
-        )
+            job.name, job.priority, job.shared, planned, value, cluster, solo, None, note,
+            candidates=count, considered=considered, workload=job.spec.workload,
+            objective=str(job.spec.objective), deadline_h=job.spec.deadline_h,
+        )  # fmt: skip
+
+    if config is None or planner is None:
+        return plan(False, 0.0, None)
     solver = SOLVER if job.shared else "numpy/exact"
     cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
-    value = float(_value(w, _score(planner, config)))
-    return JobPlan(
-        job.name, job.priority, job.shared, True, value, cluster, solo, None, note, **sizes
-    )
+    return plan(True, float(_value(w, _score(planner, config))), cluster)

@@ -63,6 +63,17 @@ class JobPlan:
     note: str | None = None
     candidates: int = 0  # clusters left for the fleet program after pruning
     considered: int = 0  # clusters within the job's budget before pruning
+    workload: str | None = None
+    objective: str | None = None
+    deadline_h: float | None = None  # objective cost: the bound on the expected makespan
+
+    @property
+    def meets_deadline(self) -> bool | None:
+        """Whether the planned cluster's expected makespan is within the deadline
+        (None: no deadline, or no cluster)."""
+        if self.deadline_h is None or self.cluster is None:
+            return None
+        return bool(self.cluster.expected_makespan_h <= self.deadline_h * (1 + 1e-9))
 
     def as_dict(self) -> dict[str, Any]:
         c = self.cluster
@@ -77,6 +88,13 @@ class JobPlan:
             "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
             "binding": self.binding,
             "note": self.note,
+            # What the job gets (fields after `note` are in the JSON, not the store's table).
+            "workload": self.workload,
+            "objective": self.objective,
+            "expected_makespan_h": c.expected_makespan_h if c else None,
+            "expected_total_cost": c.expected_total_cost if c else None,
+            "deadline_h": self.deadline_h,
+            "meets_deadline": self.meets_deadline,
         }
 
 
