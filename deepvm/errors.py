@@ -34,9 +34,10 @@ class DeepvmError(Exception):
 
     def render(self, name_of: Callable[[str], str] | None = None) -> str:
         """The message with each named parameter spelled by ``name_of``."""
-        if not self.names:
-            return self.template
-        return self.template.format(**{n: name_of(n) if name_of else n for n in self.names})
+        text = self.template
+        for name in self.names:  # by replacement: other braces in the text stay as they are
+            text = text.replace("{" + name + "}", name_of(name) if name_of else name)
+        return text
 
 
 class InputError(DeepvmError):
@@ -69,8 +70,8 @@ class ParameterError(InputError):
         spell = name_of or (lambda n: n)
         name = spell(self.param)
         requirement = self.requirement
-        if self.others:
-            requirement = requirement.format(**{n: spell(n) for n in self.others})
+        for other in self.others:
+            requirement = requirement.replace("{" + other + "}", spell(other))
         if self.value is ParameterError.MISSING:
             return f"{name} {requirement}"
         shown = f"{self.value:g}" if isinstance(self.value, float) else repr(self.value)

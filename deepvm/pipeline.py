@@ -327,7 +327,8 @@ def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFram
         rows.append(
             {
                 "scenario": scenario,
-                "changed": old is None or _changed(was_cluster, now_cluster),
+                # A first plan is not a change: there is nothing to compare it with.
+                "changed": old is not None and _changed(was_cluster, now_cluster),
                 "previous_date": None if old is None else old["snapshot_date"],
                 "old_cluster": None if old is None else _words(was_cluster),
                 "new_cluster": _words(now_cluster),

@@ -25,20 +25,46 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join([header, rule, *body])
 
 
+def _hours(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value):.3g} h"  # type: ignore[arg-type]
+
+
+def _dollars(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"${float(value):,.2f}"  # type: ignore[arg-type]
+
+
+def work_line(work_flops: float | None) -> str:
+    """The job's work as the artifact echoes it (what the form's field became)."""
+    if work_flops is None or pd.isna(work_flops):
+        return "Work: not given (makespan and total cost need it)."
+    return f"Work: {work_flops:.4g} FLOPs ({work_flops / 1e15:,.6g} PFLOP)."
+
+
 def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str] = ()) -> str:
+    """Two narrow tables: where and what each cluster is with its cost, speed,
+    makespan and total cost; then where its figures come from."""
+    rows = recs.to_dict("records")
+    work = recs["work_flops"].iloc[0] if "work_flops" in recs and len(recs) else None
     shown = pd.DataFrame(
         {
-            "policy": recs["policy"],
-            "rank": recs["rank"],
-            "architecture": recs["architecture"],
-            "cluster": [cluster_words(r) for r in recs.to_dict("records")],
+            "policy": [f"{r['policy']} #{r['rank']}" for r in rows],
+            "region": recs["region"],
+            "zone": recs["zone"].fillna(""),
+            "cluster": [cluster_words(r, architecture=True) for r in rows],
             "$/h": recs["hourly_cost"].map(lambda v: f"{v:.4f}"),
             "TFLOP/s": recs["throughput_flops"].map(lambda v: f"{v / 1e12:.2f}"),
+            "makespan": recs["expected_makespan_h"].map(_hours),
+            "total $": recs["expected_total_cost"].map(_dollars),
+        }
+    )
+    sources = pd.DataFrame(
+        {
+            "policy": shown["policy"],
             "scaling model": recs["overhead_model"] + " [" + recs["overhead_source"] + "]",
             "F from": recs["flops_source"],
         }
     )
-    parts = [f"# {title}", *notes, _md_table(shown)]
+    parts = [f"# {title}", work_line(work), *notes, _md_table(shown), _md_table(sources)]
     return "\n\n".join(parts)
 
 
@@ -57,20 +83,56 @@ def change_report_markdown(
     if changes.empty:
         lines.append("No job was planned.")
         return "\n\n".join(lines)
-    shown = changes.copy()
-    for column in ("old_hourly_cost", "new_hourly_cost"):
-        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
-    for column in ("old_throughput_flops", "new_throughput_flops"):
-        shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v / 1e12:.2f} T")
-    if "value" in shown:
-        shown["value"] = shown["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+    first = changes["previous_date"].isna()
     changed = int(changes["changed"].sum())
-    lines.append(
-        f"{changed} of {len(changes)} jobs' cluster in the fleet plan changed (value: the job's "
-        "objective over what it would get alone; binding: the shared limit holding it back)."
+    if first.all():
+        lines.append(f"First night: {len(changes)} jobs planned, no earlier plan to compare with.")
+    else:
+        lines.append(
+            f"{changed} of {int((~first).sum())} jobs' cluster in the fleet plan changed since "
+            "the previous night"
+            + (f"; {int(first.sum())} planned for the first time." if first.any() else ".")
+        )
+    now = pd.DataFrame(
+        {
+            "job": changes["scenario"],
+            "tonight": changes["new_cluster"],
+            "$/h": changes["new_hourly_cost"].map(_money),
+            "TFLOP/s": changes["new_throughput_flops"].map(_tflops),
+            "value": changes["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}"),
+            "vs. before": [
+                "first plan" if f else ("moved" if c else "same")
+                for f, c in zip(first, changes["changed"], strict=True)
+            ],
+        }
     )
-    lines.append(_md_table(shown))
+    lines.append(_md_table(now))
+    moved = changes[changes["changed"]]
+    if not moved.empty:
+        lines.append("What moved, and from where:")
+        before = pd.DataFrame(
+            {
+                "job": moved["scenario"],
+                "night": moved["previous_date"].astype(str),
+                "was": moved["old_cluster"],
+                "$/h": moved["old_hourly_cost"].map(_money),
+                "TFLOP/s": moved["old_throughput_flops"].map(_tflops),
+            }
+        )
+        lines.append(_md_table(before))
+    held = changes[changes["binding"].notna()]
+    if not held.empty:
+        lines.append("Held back (value: the job's objective over what it would get alone):")
+        lines.append(_md_table(pd.DataFrame({"job": held["scenario"], "by": held["binding"]})))
     return "\n\n".join(lines)
+
+
+def _money(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value):.4f}"  # type: ignore[arg-type]
+
+
+def _tflops(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value) / 1e12:.2f}"  # type: ignore[arg-type]
 
 
 def fleet_markdown(plan: FleetPlan) -> str:
@@ -83,23 +145,45 @@ def fleet_markdown(plan: FleetPlan) -> str:
         f"priority x its objective over what it gets alone); ${plan.hourly_cost:.4f}/h"
         f"{team}; prices {plan.prices_snapshot}.",
     ]
-    jobs = []
-    for j in plan.as_dict()["jobs"]:
-        cluster = cluster_words(j, architecture=True) if j["planned"] else "unplanned"
-        jobs.append(
-            {
-                "job": j["scenario"],
-                "priority": f"{j['priority']:g}",
-                "value": f"{j['value']:.3f}",
-                "cluster": cluster,
-                "$/h": "" if j["hourly_cost"] is None else f"{j['hourly_cost']:.4f}",
-                "alone $/h": ""
-                if j["solo_hourly_cost"] is None
-                else f"{j['solo_hourly_cost']:.4f}",
-                "held back by": j["binding"] or j["note"] or "",
-            }
+    raw = plan.as_dict()["jobs"]
+    jobs = pd.DataFrame(
+        {
+            "job": [j["scenario"] for j in raw],
+            "priority": [f"{j['priority']:g}" for j in raw],
+            "value": [f"{j['value']:.3f}" for j in raw],
+            "region": [j["region"] or "" for j in raw],
+            "cluster": [
+                cluster_words(j, architecture=True) if j["planned"] else "unplanned" for j in raw
+            ],
+            "$/h": [_money(j["hourly_cost"]) for j in raw],
+            "work (PFLOP)": [
+                "" if j["work_flops"] is None else f"{j['work_flops'] / 1e15:,.6g}" for j in raw
+            ],
+            "makespan": [_hours(j["expected_makespan_h"]) for j in raw],
+            "total $": [_dollars(j["expected_total_cost"]) for j in raw],
+            "deadline": [
+                ""
+                if j["deadline_h"] is None
+                else f"{'meets' if j['meets_deadline'] else 'MISSES'} {j['deadline_h']:g} h"
+                for j in raw
+            ],
+        }
+    )
+    lines.append(_md_table(jobs))
+    short = [j for j in raw if j["binding"] or j["note"]]
+    if short:  # a second narrow table: the explanation can be long
+        lines.append("Short of what they would get alone:")
+        lines.append(
+            _md_table(
+                pd.DataFrame(
+                    {
+                        "job": [j["scenario"] for j in short],
+                        "alone $/h": [_money(j["solo_hourly_cost"]) for j in short],
+                        "held back by": [j["binding"] or j["note"] for j in short],
+                    }
+                )
+            )
         )
-    lines.append(_md_table(pd.DataFrame(jobs)))
     usage = [
         {
             "region": u["region"],

@@ -96,7 +96,8 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     if not isinstance(workload, str) or workload not in registry:
         raise InputError(
             f"{label}: unknown workload {workload!r}; known: {', '.join(sorted(registry))} "
-            "(declare your own with --workloads FILE)"
+            "(declare your own in a workloads file: {workloads})",
+            names=("workloads",),
         )
     budget = job["budget"]
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:

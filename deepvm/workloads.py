@@ -7,6 +7,7 @@ light so the planner and the CLI can validate ``--workload`` without torch.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -69,6 +70,31 @@ WORKLOADS: dict[str, Workload] = {
 WorkloadName = StrEnum("WorkloadName", {name: name for name in WORKLOADS})  # type: ignore[misc]
 
 
+_WORK_UNITS = {"": 1.0, "flop": 1.0, "flops": 1.0, "tflop": 1e12, "pflop": 1e15, "eflop": 1e18}
+_WORK_TEXT = re.compile(r"\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*")
+
+
+def parse_work(text: str, param: str = "work") -> float:
+    """Training work typed as text: FLOPs (``2e18``, ``2e18 FLOPs``) or with a unit
+    (``2000 PFLOP``, ``2 EFLOP``, ``2e6 TFLOP``). Read whole, so an exponent can
+    never be half-read: ``2e18`` is 2e18 or an error, never 218."""
+    match = _WORK_TEXT.fullmatch(str(text))
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _WORK_UNITS:
+        raise ParameterError(
+            param,
+            text,
+            "is not a training work: give FLOPs as 2e18, or with a unit: 2000 PFLOP, 2 EFLOP",
+        )
+    try:
+        value = float(match.group(1)) * _WORK_UNITS[unit]
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ParameterError(param, text, "must be a positive, finite amount of work")
+    return value
+
+
 def training_work(
     workload: str,
     *,
@@ -111,7 +137,9 @@ def get_workload(name: str, workloads: Mapping[str, Workload] | None = None) -> 
     except KeyError:
         known = ", ".join(sorted(registry))
         raise UnknownWorkloadError(
-            f"unknown workload {name!r}; known: {known} (declare your own with --workloads FILE)"
+            f"unknown workload {name!r}; known: {known} (declare your own in a workloads "
+            "file: {workloads})",
+            names=("workloads",),
         ) from None
 
 
@@ -160,8 +188,8 @@ def load_workloads(path: str | Path) -> dict[str, Workload]:
         if isinstance(shown, bool | int | float) or _looks_numeric(shown):
             raise InputError(
                 f"workloads file {str(source)!r}: row {k + 1}: name={shown!r} is a number; "
-                "give the workload a name with a letter in it (it is a value of --workload "
-                "and a column in the store)"
+                "give the workload a name with a letter in it (it is a workload's name in "
+                "every command and a column in the store)"
             )
     names = text_column(table, "name", what, key="name")
     table = table.with_columns(name=names)

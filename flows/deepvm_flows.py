@@ -28,7 +28,7 @@ from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.scenarios import scenario_key
 from deepvm.store import Store, store_uri
-from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, training_work
+from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work, training_work
 
 StoreUri = Annotated[
     str | None,
@@ -71,7 +71,13 @@ DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
 EVERY_POLICY = PolicyName(ALL_POLICIES)
 
 # The library's parameter names as these flows call them (errors name the field).
-FLOW_NAMES = {"timeout_s": "price_timeout_s"}
+FLOW_NAMES = {
+    "timeout_s": "price_timeout_s",
+    "workloads": "workloads_path",
+    "source": "price_source",
+    "scenarios": "scenarios_path",
+    "regions": "price_regions",
+}
 
 
 def flow_name(param: str) -> str:
@@ -231,12 +237,19 @@ def recommend(
         list[PolicyName], Field(min_length=1, description="policies to show side by side")
     ] = [EVERY_POLICY],  # noqa: B006 - Prefect renders the default in the form
     top: Annotated[int, Field(ge=1, le=20, description="clusters per optimised policy")] = 3,
+    work: Annotated[
+        str | None,
+        Field(
+            max_length=40,
+            description="training work, read as text: 2e18 (FLOPs), 2000 PFLOP or 2 EFLOP",
+        ),
+    ] = None,
     work_pflop: Annotated[
         float | None,
         Field(
             gt=0,
             allow_inf_nan=False,
-            description="training work in PFLOP (1 PFLOP = 1e15 FLOP), e.g. 2000 for 2e18 FLOPs",
+            description="or: the work in PFLOP (1 PFLOP = 1e15 FLOP; prefer `work`)",
         ),
     ] = None,
     epochs: Annotated[
@@ -264,7 +277,7 @@ def recommend(
         Field(
             gt=0,
             allow_inf_nan=False,
-            description="training FLOPs, for API callers (in the form, use work_pflop)",
+            description="training FLOPs, for API callers (in the form, use work)",
         ),
     ] = None,
 ) -> list[dict[str, object]]:
@@ -277,21 +290,29 @@ def recommend(
         objective: throughput, paper, goodput, or cost (cost needs the work).
         policies: policies to show side by side (all: the five).
         top: clusters per optimised policy.
-        work_pflop: training work in PFLOP (1 PFLOP = 1e15 FLOP), e.g. 2000 for 2e18 FLOPs.
+        work: training work as text: 2e18 (FLOPs), 2000 PFLOP or 2 EFLOP (echoed in
+            the artifact, so a mistyped number shows).
+        work_pflop: or the work in PFLOP (1 PFLOP = 1e15 FLOP); prefer `work`.
         epochs: or the work as epochs (with dataset_size).
         dataset_size: samples per epoch (with epochs).
         deadline_hours: objective cost: bound on the expected makespan, hours.
         scenario: the job's name in the store.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
-        total_work: training FLOPs, for API callers (in the form, use work_pflop).
+        total_work: training FLOPs, for API callers (in the form, use work).
     """
     opened = _store(store)
     with _flow_names():
-        if work_pflop is not None:
-            if total_work is not None:
-                raise ParameterError("work_pflop", work_pflop, "and total_work: give one")
+        given = [n for n, v in (("work", work), ("work_pflop", work_pflop),
+                                ("total_work", total_work)) if v is not None]  # fmt: skip
+        if len(given) > 1:
+            raise ParameterError(
+                given[0], ParameterError.MISSING, f"and {given[1]} both give the work: give one"
+            )
+        if work is not None:
+            total_work = parse_work(work)
+        elif work_pflop is not None:
             total_work = work_pflop * PETA
-        work = training_work(
+        flops = training_work(
             str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
         )
         spec = JobSpec(
@@ -300,7 +321,7 @@ def recommend(
             objective=objective,
             policies=tuple(str(p) for p in policies),
             top=top,
-            work_flops=work,
+            work_flops=flops,
             deadline_h=deadline_hours,
         )
         job = RegisteredJob(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
@@ -513,7 +534,8 @@ def nightly(
             logger.error("job %s not planned: %s", p.scenario, p.error)
     create_markdown_artifact(
         key="deepvm-nightly-changes",
-        markdown=change_report_markdown(changes, prices=prices),
+        markdown=change_report_markdown(changes, prices=prices)
+        + ("\n\n" + fleet_markdown(report.fleet) if report.fleet is not None else ""),
         description=f"deepvm nightly {date}",
     )
     logger.info(

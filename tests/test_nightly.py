@@ -25,7 +25,8 @@ def test_nightly_cli_twice_and_change_report(tmp_path, capsys):
     assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["prices"]["stale"] is False and all(p["error"] is None for p in first["plans"])
-    assert all(c["changed"] and c["previous_date"] is None for c in first["changes"])
+    # A first plan is no change: nothing to compare it with.
+    assert all(not c["changed"] and c["previous_date"] is None for c in first["changes"])
     assert main(["nightly", "--store", store, "--date", "2026-12-01", "--json"]) == 0
     capsys.readouterr()
     recs = whole(store, "recommendations").df()

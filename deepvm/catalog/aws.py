@@ -59,7 +59,7 @@ def _client(service: str, region: str) -> Any:
         import boto3
         from botocore.config import Config
     except ImportError:
-        raise InputError("--source aws needs boto3: pip install 'deepvm[aws]'") from None
+        raise InputError("the aws price source needs boto3: pip install 'deepvm[aws]'") from None
     # One attempt per call within the fetch's deadline: the caller retries the
     # whole fetch on transient failures (deepvm.catalog.http).
     timeout = request_timeout_s()

@@ -275,6 +275,7 @@ def _job_plan(w: JobState, picks: dict[str, Config | None], status: str, solve_s
             job.name, job.priority, job.shared, planned, value, cluster, solo, None, note,
             candidates=count, considered=considered, workload=job.spec.workload,
             objective=str(job.spec.objective), deadline_h=job.spec.deadline_h,
+            work_flops=job.spec.work_flops,
         )  # fmt: skip
 
     if config is None or planner is None:

@@ -66,6 +66,7 @@ class JobPlan:
     workload: str | None = None
     objective: str | None = None
     deadline_h: float | None = None  # objective cost: the bound on the expected makespan
+    work_flops: float | None = None  # the training work, where the job gives it
 
     @property
     def meets_deadline(self) -> bool | None:
@@ -91,6 +92,7 @@ class JobPlan:
             # What the job gets (fields after `note` are in the JSON, not the store's table).
             "workload": self.workload,
             "objective": self.objective,
+            "work_flops": self.work_flops,
             "expected_makespan_h": c.expected_makespan_h if c else None,
             "expected_total_cost": c.expected_total_cost if c else None,
             "deadline_h": self.deadline_h,

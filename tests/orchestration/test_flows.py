@@ -303,3 +303,54 @@ def test_the_nightly_flow_runs_pipeline_nightly_with_each_stage_a_task(tmp_path,
         "change-report",
         "compact-store",
     ]
+
+
+def _artifact_text(key: str) -> str:
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactCollectionFilter, ArtifactCollectionFilterKey
+
+    async def read() -> str:  # the newest artifact of the key (other tests publish it too)
+        async with get_client() as client:
+            found = await client.read_latest_artifacts(
+                artifact_filter=ArtifactCollectionFilter(
+                    key=ArtifactCollectionFilterKey(any_=[key])
+                )
+            )
+            return str(found[0].data)
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("typed", ["2e18", "2e18 FLOPs", "2000 PFLOP", "2 EFLOP"])
+def test_the_work_field_is_read_whole_and_echoed_with_makespan_and_cost(tmp_path, typed):
+    """Typed into the UI's number field, 2e18 became 218; `work` is text, read whole,
+    and the artifact echoes the work, the makespan and the total cost."""
+    recs = f.recommend(
+        budget=3.0, objective="cost", work=typed, top=1, policies=["deepvm"],
+        scenario="typed", store=str(tmp_path),
+    )  # fmt: skip
+    assert recs[0]["work_flops"] == pytest.approx(2e18)
+    text = _artifact_text("recommendations-typed")
+    assert "Work: 2e+18 FLOPs (2,000 PFLOP)." in text
+    makespan, total = recs[0]["expected_makespan_h"], recs[0]["expected_total_cost"]
+    assert f"{makespan:.3g} h" in text and f"${total:,.2f}" in text
+    assert "| us-east-1 |" in text  # region, and the zone beside it
+    with pytest.raises(ValueError, match=r"^work '2e18x' is not a training work"):
+        f.recommend(budget=3.0, objective="cost", work="2e18x", store=str(tmp_path))
+    with pytest.raises(ValueError, match="work and work_pflop both give the work"):
+        f.recommend(budget=3.0, objective="cost", work="2e18", work_pflop=2000.0)
+
+
+def test_the_fleet_and_nightly_artifacts_show_makespan_cost_and_fit_narrow_tables(tmp_path):
+    f.nightly(store=str(tmp_path), snapshot_date="2026-12-01")
+    text = _artifact_text("deepvm-nightly-changes")
+    assert "First night: 4 jobs planned, no earlier plan to compare with." in text
+    assert "meets 12 h" in text and "2.87 h" in text
+    widest = max(len(line.split("|")) - 2 for line in text.splitlines() if line.startswith("|"))
+    assert widest <= 10  # columns per table: the change report had 11 in one table
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[job]]\nname = "j"\nworkload = "gpt9"\nbudget = 3.0\n')
+    with pytest.raises(ValueError, match=r"declare your own in a workloads file: workloads_path"):
+        f.fleet(store=str(tmp_path), scenarios_path=str(jobs))
