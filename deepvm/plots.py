@@ -133,9 +133,9 @@ def sweep_figure(results: pd.DataFrame, title: str, prices_snapshot: str = "") -
 
 def plot_compare(rows: pd.DataFrame, path: str | Path, title: str) -> Path:
     """Each compared cluster's expected makespan and expected total cost, as
-    horizontal bars (the cluster names stay readable), its $/h written on the
-    bar, coloured by the rule that picked it (the legend). The DeepVM paper's AWS
-    figure."""
+    horizontal bars (the cluster names stay readable), the total and its $/h
+    written beside the cost bar, coloured by the rule that picked it (the
+    legend). The DeepVM paper's AWS figure."""
     plt = _pyplot()
     fig = compare_figure(rows, title)
     try:
@@ -160,7 +160,7 @@ def compare_figure(rows: pd.DataFrame, title: str) -> Any:
         right.text(
             float(r.expected_total_cost),
             y[k],
-            f"  ${r.hourly_cost:.2f}/h",
+            f"  ${r.expected_total_cost:,.0f} (${r.hourly_cost:.2f}/h)",
             va="center",
             fontsize=8,
         )

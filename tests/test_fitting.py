@@ -244,3 +244,22 @@ def test_saturation_override(tmp_path, capsys):
     bad = write(tmp_path, "bandwidth_gbps,workers\n1,10\n5,4\n", "bad.csv")
     assert main(["recommend", "--budget", "3", "--saturation", bad]) == 2
     assert "must not decrease" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "speedups",
+    [[1, 1.8, 2.4, 2.8, 3.0, 3.1], [1, 0.97, 0.93, 0.9, 0.86, 0.83]],
+    ids=["saturating", "slower-with-more-ranks"],
+)
+def test_the_deepvm_kind_is_fitted_on_its_own_curve(speedups):
+    """Regression: deepvm reused the logistic's (a, b, c), so its curve n K(n) rose
+    and fell away from the data (r2 -1.27 and -166 here; -0.22 in the README's
+    figure where the logistic scored 0.996)."""
+    from deepvm.fitting import fit_group
+
+    fits = {f.model.kind: f for f in fit_group("t", "w", [1, 2, 3, 4, 5, 6], speedups)}
+    deepvm = fits["deepvm"]
+    assert deepvm.r2 > 0.85
+    assert deepvm.model.params != fits["logistic"].model.params
+    curve = deepvm.model([1, 2, 3, 4, 5, 6])
+    assert max(abs(c - s) for c, s in zip(curve, speedups, strict=True)) < 0.25

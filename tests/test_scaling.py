@@ -50,3 +50,43 @@ def test_cli_writes_scaling_rows(tmp_path, capsys):
 def test_nodes_must_include_one(capsys):
     assert main(["benchmark-scaling", "--nodes", "2,4"]) == 2
     assert "include 1" in capsys.readouterr().err
+
+
+class SlowStart:
+    """A stand-in training step whose first steps are slow, more of them for a
+    larger batch (allocation and kernel selection scale with it): what made the
+    1-rank run, with the whole batch, time steps that the 2-rank run had left behind."""
+
+    def __init__(self, slow_steps: int) -> None:
+        self.slow_steps, self.calls = slow_steps, 0
+
+    def __call__(self) -> None:
+        import time
+
+        self.calls += 1
+        time.sleep(0.03 if self.calls <= self.slow_steps else 0.003)
+
+
+@pytest.mark.parametrize("slow_steps", [1, 4, 7])
+def test_every_world_size_is_timed_on_its_settled_steps(slow_steps):
+    from deepvm.bench.scaling import WARMUP_STEPS, timed_duration
+
+    one_rank, two_ranks = SlowStart(slow_steps), SlowStart(max(1, slow_steps // 2))
+    durations = []
+    for stand_in in (one_rank, two_ranks):
+        for _ in range(WARMUP_STEPS):
+            stand_in()
+        durations.append(timed_duration(stand_in, lambda: None, lambda s: s, 16))
+    # Both runs are timed at their settled step (3 ms): equal work, equal durations,
+    # whatever each had left of its slow start. One clock around all 16 steps gave
+    # the 1-rank run up to 5 slow steps of 30 ms: 0.19 s against 0.05 s.
+    for duration in durations:
+        assert duration == pytest.approx(16 * 0.003, rel=0.5)
+
+
+def test_the_duration_is_agreed_across_ranks():
+    from deepvm.bench.scaling import timed_duration
+
+    calls = []
+    duration = timed_duration(lambda: calls.append(1), lambda: None, lambda s: 0.25, 4)
+    assert duration == 1.0 and len(calls) == 4  # every step takes the slowest rank's time

@@ -250,6 +250,7 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
     store = writable_store(args.store)
     require_torch()
     from deepvm.bench.scaling import measure_scaling, scaling_frame
+    from deepvm.fitting import SUPERLINEAR_TOLERANCE
 
     points = measure_scaling(
         args.workload,
@@ -259,6 +260,14 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
         progress=not args.json,
     )
     df = scaling_frame(points, args.workload, args.instance_type)
+    for row in df.itertuples():
+        if row.speedup > row.n_nodes * SUPERLINEAR_TOLERANCE:
+            print(
+                f"warning: speedup {row.speedup:.3g} on {row.n_nodes} ranks is more than "
+                "linear: a measurement error (another load on this machine, or too few "
+                "--steps); `deepvm fit` will refuse these rows, so re-measure",
+                file=sys.stderr,
+            )
     if store:
         from deepvm.results import write_scaling
 
