@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from deepvm.cli import common, data, measure, nightly, plan, simulate, store
+from deepvm.cli import common, data, fleet, measure, nightly, plan, simulate, store
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.errors import DeepvmError
 from deepvm.store.location import request_timeout
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_global_flags(parser, False)
     plan.add_parsers(sub)
+    fleet.add_parsers(sub)
     data.add_parsers(sub)
     measure.add_parsers(sub)
     data.add_prices_parser(sub)
@@ -70,7 +71,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "recommend": plan.cmd_recommend,
     "sweep": plan.cmd_sweep,
     "compare": plan.cmd_compare,
-    "fleet": plan.cmd_fleet,
+    "fleet": fleet.cmd_fleet,
     "catalog": data.cmd_catalog,
     "flopp": data.cmd_flopp,
     "workloads": data.cmd_workloads,

@@ -1,4 +1,4 @@
-"""Planning commands: recommend, sweep, compare, fleet."""
+"""Planning commands for one job: recommend, sweep, compare (the fleet: cli/fleet.py)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepvm.cli.common import (
-    NON_NEGATIVE,
     POSITIVE,
     SMALL_COUNT,
-    add_format,
     add_inputs,
     add_job,
     add_store_timeout,
-    add_time_limit,
     check_output_path,
     check_outputs,
     dollars_text,
     hours_text,
     job_from_args,
     json_text,
-    money_text,
     name_text,
     output_format,
     planner_inputs,
     progress,
     render_listing,
     store_location,
-    table_text,
     tflops,
     writable_store,
 )
@@ -141,42 +136,6 @@ def add_parsers(sub: Any) -> None:
     add_store_timeout(cmp_)
     add_job(cmp_)
     add_inputs(cmp_)
-
-    fl_ = sub.add_parser(
-        "fleet",
-        help="one plan for every registered job under the shared quotas",
-        description="Plan every job of the scenarios file at once: each job's best cluster "
-        "such that together they fit the account's quotas (per region, quota group and "
-        "market) and, with --team-budget, the team's hourly budget. Jobs gain priority x "
-        "(their objective over what they would get alone); a job may stay unplanned.",
-    )
-    fl_.add_argument(
-        "--scenarios",
-        metavar="FILE",
-        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
-    )
-    fl_.add_argument(
-        "--team-budget",
-        type=NON_NEGATIVE,
-        metavar="USD_PER_HOUR",
-        help="the most all the jobs' clusters may cost together per hour (default: none)",
-    )
-    fl_.add_argument(
-        "--store",
-        metavar="URI",
-        help="plan on this store's newest prices, benchmarks and fits (read only; "
-        "default: $DEEPVM_STORE if set)",
-    )
-    fl_.add_argument(
-        "--sky-yaml",
-        metavar="FOLDER",
-        help="write each planned job's SkyPilot task files into FOLDER (JOB.yaml, and "
-        "JOB-anchor.yaml / JOB-remote.yaml where its architecture has them)",
-    )
-    add_store_timeout(fl_)
-    add_time_limit(fl_)
-    add_format(fl_)
-    add_inputs(fl_)
 
 
 REC_JSON_KEYS = (
@@ -460,147 +419,6 @@ def _compare_text(args: argparse.Namespace, result: Any, df: Any) -> str:
         ],
         list(df.columns),
         header=header,
-    )
-
-
-def cmd_fleet(args: argparse.Namespace) -> int:
-    from deepvm.errors import SolverError
-    from deepvm.planner.fleet_plan import plan_fleet
-    from deepvm.scenarios import load_scenarios
-
-    if args.sky_yaml:
-        check_output_path("--sky-yaml", args.sky_yaml, folder=True)
-    inputs = planner_inputs(args)
-    jobs = load_scenarios(args.scenarios, inputs.workloads)
-    plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
-    if plan.status != "optimal":
-        raise SolverError(
-            f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
-            f"{plan.solve_s:.1f} s without a proven optimum; raise --time-limit"
-        )
-    fmt = output_format(args)
-    text = json_text(plan.as_dict()) if fmt == "json" else _fleet_listing(args, plan)
-    if args.sky_yaml:  # after the answer is rendered: a bad --columns writes nothing
-        _write_fleet_launch_files(args.sky_yaml, plan)
-    sys.stdout.write(text)
-    if fmt != "table":
-        return 0
-    _print_quota_use(plan)
-    return 0
-
-
-def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
-    team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
-    header = (
-        f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
-        f"${plan.hourly_cost:.4f}/h{team}  prices {plan.prices_snapshot}"
-    )
-    raw = plan.as_dict()["jobs"]
-    rows = []
-    for job in raw:
-        planned = job["planned"]
-        rows.append(
-            {
-                **job,
-                "job": job["scenario"],
-                "prio": f"{job['priority']:g}" + ("" if job["shared"] else " (alone)"),
-                "value_text": f"{job['value']:.3f}",
-                "cluster": cluster_words(job, architecture=True) if planned else "unplanned",
-                "makespan": hours_text(job["expected_makespan_h"] or math.nan),
-                "total": dollars_text(job["expected_total_cost"] or math.nan),
-                "deadline": _deadline_text(job),
-                "cost": money_text(job["hourly_cost"]),
-                "tflops": tflops(job["throughput_flops"]) if planned else None,
-                "solo_cost": (
-                    f"{job['solo_hourly_cost']:.4f}"
-                    if job["solo_hourly_cost"] is not None
-                    else None
-                ),
-                "solo_tflops": (
-                    tflops(job["solo_throughput_flops"])
-                    if job["solo_throughput_flops"] is not None
-                    else None
-                ),
-                "held_back_by": job["binding"] or job["note"],
-            }
-        )
-    columns = [
-        ("job", "job"),
-        ("prio", "priority"),
-        ("value_text", "value"),
-        ("region", "region"),
-        ("zone", "zone"),
-        ("cluster", "cluster"),
-        ("cost", "$/h"),
-        ("tflops", "TFLOP/s"),
-        ("solo_cost", "alone $/h"),
-        ("solo_tflops", "alone TFLOP/s"),
-    ]
-    if any(job["expected_makespan_h"] is not None for job in raw):  # a job gave its work
-        columns += [("makespan", "makespan"), ("total", "total $")]
-    if any(job["deadline_h"] is not None for job in raw):
-        columns += [("deadline", "deadline")]
-    columns += [("held_back_by", "held back by")]
-    return render_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
-
-
-def _deadline_text(job: dict[str, Any]) -> str | None:
-    if job["deadline_h"] is None:
-        return None
-    if job["meets_deadline"] is None:
-        return f"{job['deadline_h']:g} h"
-    return f"{'meets' if job['meets_deadline'] else 'MISSES'} {job['deadline_h']:g} h"
-
-
-def _write_fleet_launch_files(folder: str, plan: Any) -> None:
-    """Each planned job's SkyPilot tasks (deepvm.launch) in ``folder``, named after
-    the job; every file checked before any is written."""
-    import os
-
-    from deepvm.launch import sky_tasks, task_paths, write_sky_yaml
-
-    todo = []
-    for job in plan.jobs:
-        if not job.planned or job.cluster is None:
-            continue
-        rec = {**job.cluster.as_dict(), "binding": job.binding}
-        path = os.path.join(folder, f"{job.scenario}.yaml")
-        roles = list(sky_tasks(rec, workload=job.workload))
-        for role, where in task_paths(path, roles).items():
-            check_output_path(f"--sky-yaml ({job.scenario}, {role} task)", str(where))
-        todo.append((path, rec, job))
-    for path, rec, job in todo:
-        title = (
-            f"deepvm fleet: {job.scenario} (priority {job.priority:g}, value {job.value:.3f}), "
-            f"prices {plan.prices_snapshot}"
-        )
-        for written in write_sky_yaml(path, rec, workload=job.workload, title=title):
-            progress(f"wrote {written}")
-
-
-def _print_quota_use(plan: Any) -> None:
-    print()
-    usage = [
-        {
-            **u,
-            "where": f"{u['quota_group']} {u['market'].replace('_', '-')}"
-            + (f" in {u['region']}" if u["region"] else ""),
-            "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
-            "vcpus": f"{u['vcpus']:g}",
-            "solo_vcpus": f"{u['solo_vcpus']:g}",
-        }
-        for u in plan.as_dict()["usage"]
-    ]
-    print(
-        table_text(
-            usage,
-            [
-                ("where", "quota"),
-                ("vcpus", "fleet vCPUs"),
-                ("quota", "limit"),
-                ("solo_vcpus", "vCPUs if planned alone"),
-            ],
-        )
     )
 
 
