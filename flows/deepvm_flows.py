@@ -66,6 +66,11 @@ SkyPilotCsv = Annotated[
         "the worker or an http(s) URL"
     ),
 ]
+# A region as the clouds spell them (us-east-1, eastus, us-central1): checked in the
+# form, so an empty or mistyped entry fails before the run starts.
+RegionName = Annotated[str, Field(pattern=r"^[a-z]+[a-z0-9-]*[a-z0-9]$", max_length=40)]
+# An instance type, which is also a work queue's name (g5.xlarge, Standard_NC24ads_A100_v4).
+InstanceTypeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=120)]
 PETA = 1e15
 DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
 EVERY_POLICY = PolicyName(ALL_POLICIES)
@@ -184,7 +189,9 @@ def refresh_prices(
     source: PriceSource = "snapshot",
     store: StoreUri = None,
     snapshot_date: DateText = None,
-    regions: Annotated[list[str] | None, Field(description="regions to fetch (aws, azure)")] = None,
+    regions: Annotated[
+        list[RegionName] | None, Field(min_length=1, description="regions to fetch (aws, azure)")
+    ] = None,
     price_timeout_s: Annotated[
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
@@ -348,8 +355,8 @@ def benchmark(
         list[WorkloadName], Field(min_length=1, description="sample workloads to measure")
     ] = [DEFAULT_WORKLOAD_CHOICE],  # noqa: B006
     instance_type: Annotated[
-        str | None,
-        Field(max_length=120, description="record as this type (default: cloud metadata)"),
+        InstanceTypeName | None,
+        Field(description="record as this type (default: cloud metadata)"),
     ] = None,
     store: StoreUri = None,
 ) -> list[dict[str, object]]:
@@ -375,7 +382,7 @@ def benchmark(
 @flow(name="benchmark-fleet", log_prints=True)
 def benchmark_fleet(
     instance_types: Annotated[
-        list[str],
+        list[InstanceTypeName],
         Field(
             min_length=1,
             description="instance types to measure: each on its work queue, named after it",
@@ -462,7 +469,8 @@ def nightly(
     ] = None,
     price_source: PriceSource = "snapshot",
     price_regions: Annotated[
-        list[str] | None, Field(description="regions to fetch; every region is planned")
+        list[RegionName] | None,
+        Field(min_length=1, description="regions to fetch; every region is planned"),
     ] = None,
     snapshot_date: DateText = None,
     price_timeout_s: Annotated[

@@ -182,9 +182,29 @@ def test_forms_offer_choices_and_describe_every_field():
         assert props[name].get("description"), name
     bench = parameter_schema(f.benchmark).model_dump_for_openapi()
     assert bench["properties"]["workloads"]["items"]["$ref"].endswith("WorkloadName")
-    for flow in (f.nightly, f.refresh_prices, f.benchmark):
+    every = (f.nightly, f.refresh_prices, f.benchmark, f.benchmark_fleet, f.fleet, f.recommend)
+    for flow in every:
         fields = parameter_schema(flow).model_dump_for_openapi()["properties"]
         assert all(p.get("description") for p in fields.values()), flow.name
+
+
+@pytest.mark.parametrize(
+    ("flow", "params", "field"),
+    [
+        ("nightly", {"price_regions": [""]}, "price_regions"),
+        ("nightly", {"price_regions": []}, "price_regions"),
+        ("refresh_prices", {"regions": ["us east 1"]}, "regions"),
+        ("benchmark", {"instance_type": "g5 xlarge"}, "instance_type"),
+        ("benchmark_fleet", {"instance_types": ["", "g5.xlarge"]}, "instance_types"),
+    ],
+)
+def test_form_fields_refuse_names_that_cannot_be_regions_or_types(tmp_path, flow, params, field):
+    """Checked by the form before the run starts: nothing is written."""
+    from prefect.exceptions import ParameterTypeError
+
+    with pytest.raises(ParameterTypeError, match=field):
+        getattr(f, flow)(store=str(tmp_path / "s"), **params)
+    assert not (tmp_path / "s").exists()
 
 
 def test_recommend_flow_refuses_an_unknown_workload_before_running(tmp_path):
