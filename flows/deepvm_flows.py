@@ -8,6 +8,7 @@ Run without a server: ``python -m flows.deepvm_flows nightly`` (or ``deepvm nigh
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from typing import Annotated, Any, TypeVar, cast
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 from pydantic import Field
 
 from deepvm import pipeline
@@ -109,15 +111,38 @@ def _artifact_key(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
 
 
+class RefusedRun(ValueError):
+    """A request the library refused (bad input, nothing feasible), in one line
+    that names the form's fields."""
+
+
 @contextmanager
 def _flow_names() -> Iterator[None]:
     """Errors name the flow's fields (deadline_hours), not CLI flags."""
     try:
         yield
     except DeepvmError as exc:
-        if not exc.names:
-            raise
-        raise ValueError(exc.render(flow_name)) from None
+        raise RefusedRun(exc.render(flow_name)) from None
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _refusals_fail_in_one_line(fn: _F) -> _F:
+    """A refused run ends Failed with its one line as the state's message, and no
+    traceback in the run's log (there is nothing to debug; Prefect logged one, and a
+    failing task a second). Python callers still get the exception."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (RefusedRun, DeepvmError) as exc:
+            refused = exc if isinstance(exc, RefusedRun) else RefusedRun(exc.render(flow_name))
+            get_run_logger().error("%s", refused)
+            return Failed(message=str(refused), data=refused)
+
+    return cast(_F, run)
 
 
 # --- tasks: one library call each --------------------------------------------------
@@ -185,6 +210,7 @@ def plan_fleet_task(
 
 
 @flow(name="refresh-prices", log_prints=True)
+@_refusals_fail_in_one_line
 def refresh_prices(
     source: PriceSource = "snapshot",
     store: StoreUri = None,
@@ -225,6 +251,7 @@ def refresh_prices(
 
 
 @flow(name="recommend", log_prints=True)
+@_refusals_fail_in_one_line
 def recommend(
     budget: Annotated[
         float, Field(gt=0, allow_inf_nan=False, description="USD per hour for the whole cluster")
@@ -336,7 +363,7 @@ def recommend(
             refresh_prices_task(opened, "snapshot", None)
         outcome = plan_job_task(opened, job)
     if outcome.error:
-        raise RuntimeError(outcome.error)
+        raise RefusedRun(outcome.error)
     assert outcome.recommendations is not None
     create_markdown_artifact(
         key=_artifact_key("recommendations", job.name),
@@ -350,6 +377,7 @@ def recommend(
 
 
 @flow(name="benchmark", log_prints=True)
+@_refusals_fail_in_one_line
 def benchmark(
     workloads: Annotated[
         list[WorkloadName], Field(min_length=1, description="sample workloads to measure")
@@ -380,6 +408,7 @@ def benchmark(
 
 
 @flow(name="benchmark-fleet", log_prints=True)
+@_refusals_fail_in_one_line
 def benchmark_fleet(
     instance_types: Annotated[
         list[InstanceTypeName],
@@ -457,11 +486,13 @@ def benchmark_fleet(
 
 
 @flow(name="fit-overhead", log_prints=True)
+@_refusals_fail_in_one_line
 def fit_overhead(store: StoreUri = None) -> int | None:
     return refit_task(_store(store))
 
 
 @flow(name="nightly", log_prints=True)
+@_refusals_fail_in_one_line
 def nightly(
     store: StoreUri = None,
     scenarios_path: Annotated[
@@ -569,6 +600,7 @@ def nightly(
 
 
 @flow(name="fleet", log_prints=True)
+@_refusals_fail_in_one_line
 def fleet(
     scenarios_path: Annotated[
         str | None, Field(description="registered jobs (TOML); default: the shipped file")

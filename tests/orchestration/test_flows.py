@@ -374,3 +374,23 @@ def test_the_fleet_and_nightly_artifacts_show_makespan_cost_and_fit_narrow_table
     jobs.write_text('[[job]]\nname = "j"\nworkload = "gpt9"\nbudget = 3.0\n')
     with pytest.raises(ValueError, match=r"declare your own in a workloads file: workloads_path"):
         f.fleet(store=str(tmp_path), scenarios_path=str(jobs))
+
+
+def test_a_refused_run_fails_in_one_line_without_a_traceback(tmp_path, caplog):
+    """The run's state carries the one line; its log has no traceback (Prefect logged
+    one for the flow, and one more for a failing task); Python callers still get
+    the exception."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    state = f.recommend(budget=0.001, store=str(tmp_path), return_state=True)
+    assert state.is_failed()
+    assert state.message.startswith("budget $0.001/h is below the cheapest feasible cluster")
+    assert "raise budget to at least" in state.message and "--budget" not in state.message
+    runs = [r for r in caplog.records if r.name.startswith("prefect.flow_runs")]
+    assert any(r.getMessage() == state.message for r in runs)
+    assert not [r for r in runs if r.exc_info], "a traceback was logged"
+    with pytest.raises(ValueError, match="below the cheapest feasible cluster"):
+        f.recommend(budget=0.001, store=str(tmp_path))
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        f.fleet(store=str(SKYPILOT_VMS))  # a store error outside any task: one line too
