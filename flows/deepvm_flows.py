@@ -11,8 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar, cast
 
@@ -114,15 +113,6 @@ def _artifact_key(*parts: str) -> str:
 class RefusedRun(ValueError):
     """A request the library refused (bad input, nothing feasible), in one line
     that names the form's fields."""
-
-
-@contextmanager
-def _flow_names() -> Iterator[None]:
-    """Errors name the flow's fields (deadline_hours), not CLI flags."""
-    try:
-        yield
-    except DeepvmError as exc:
-        raise RefusedRun(exc.render(flow_name)) from None
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -233,10 +223,9 @@ def refresh_prices(
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
         skypilot_csv: for source skypilot, the SkyPilot vms.csv (a path on the worker or a URL).
     """
-    with _flow_names():
-        result = refresh_prices_task(
-            _store(store), source, snapshot_date, regions, price_timeout_s, skypilot_csv
-        )
+    result = refresh_prices_task(
+        _store(store), source, snapshot_date, regions, price_timeout_s, skypilot_csv
+    )
     logger = get_run_logger()
     if result.stale:
         logger.warning(
@@ -335,33 +324,32 @@ def recommend(
         total_work: training FLOPs, for API callers (in the form, use work).
     """
     opened = _store(store)
-    with _flow_names():
-        given = [n for n, v in (("work", work), ("work_pflop", work_pflop),
-                                ("total_work", total_work)) if v is not None]  # fmt: skip
-        if len(given) > 1:
-            raise ParameterError(
-                given[0], ParameterError.MISSING, f"and {given[1]} both give the work: give one"
-            )
-        if work is not None:
-            total_work = parse_work(work)
-        elif work_pflop is not None:
-            total_work = work_pflop * PETA
-        flops = training_work(
-            str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
+    given = [n for n, v in (("work", work), ("work_pflop", work_pflop),
+                            ("total_work", total_work)) if v is not None]  # fmt: skip
+    if len(given) > 1:
+        raise ParameterError(
+            given[0], ParameterError.MISSING, f"and {given[1]} both give the work: give one"
         )
-        spec = JobSpec(
-            workload=str(workload),
-            checkpoint_gb=checkpoint_gb,
-            objective=objective,
-            policies=tuple(str(p) for p in policies),
-            top=top,
-            work_flops=flops,
-            deadline_h=deadline_hours,
-        )
-        job = RegisteredJob(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
-        if not opened.has("prices"):  # a fresh store: start from the snapshot
-            refresh_prices_task(opened, "snapshot", None)
-        outcome = plan_job_task(opened, job)
+    if work is not None:
+        total_work = parse_work(work)
+    elif work_pflop is not None:
+        total_work = work_pflop * PETA
+    flops = training_work(
+        str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
+    )
+    spec = JobSpec(
+        workload=str(workload),
+        checkpoint_gb=checkpoint_gb,
+        objective=objective,
+        policies=tuple(str(p) for p in policies),
+        top=top,
+        work_flops=flops,
+        deadline_h=deadline_hours,
+    )
+    job = RegisteredJob(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
+    if not opened.has("prices"):  # a fresh store: start from the snapshot
+        refresh_prices_task(opened, "snapshot", None)
+    outcome = plan_job_task(opened, job)
     if outcome.error:
         raise RefusedRun(outcome.error)
     assert outcome.recommendations is not None
@@ -535,22 +523,21 @@ def nightly(
 
     logger = get_run_logger()
     date = snapshot_date or pipeline.today()
-    with _flow_names():
-        registry = load_workloads(workloads_path) if workloads_path else None
-        jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
-        get_source(price_source, regions=price_regions, skypilot_csv=skypilot_csv)  # validates
-        report = pipeline.nightly(
-            _store(store),
-            jobs,
-            source=price_source,
-            snapshot_date=date,
-            regions=price_regions,
-            skypilot_csv=skypilot_csv,
-            timeout_s=price_timeout_s,
-            team_budget=team_budget,
-            workloads=workloads_path,
-            run=_as_task,
-        )
+    registry = load_workloads(workloads_path) if workloads_path else None
+    jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
+    get_source(price_source, regions=price_regions, skypilot_csv=skypilot_csv)  # validates
+    report = pipeline.nightly(
+        _store(store),
+        jobs,
+        source=price_source,
+        snapshot_date=date,
+        regions=price_regions,
+        skypilot_csv=skypilot_csv,
+        timeout_s=price_timeout_s,
+        team_budget=team_budget,
+        workloads=workloads_path,
+        run=_as_task,
+    )
     prices, plans, changes = report.prices, report.plans, report.changes
     if prices.failed:
         logger.warning(
@@ -626,12 +613,11 @@ def fleet(
 
     opened = _store(store)
     date = snapshot_date or pipeline.today()
-    with _flow_names():
-        registry = load_workloads(workloads_path) if workloads_path else None
-        jobs = load_scenarios(scenarios_path, registry)
-        if not opened.has("prices"):  # a fresh store: start from the snapshot
-            refresh_prices_task(opened, "snapshot", date)
-        plan = cast(FleetPlan, plan_fleet_task(opened, jobs, date, team_budget, workloads_path))
+    registry = load_workloads(workloads_path) if workloads_path else None
+    jobs = load_scenarios(scenarios_path, registry)
+    if not opened.has("prices"):  # a fresh store: start from the snapshot
+        refresh_prices_task(opened, "snapshot", date)
+    plan = cast(FleetPlan, plan_fleet_task(opened, jobs, date, team_budget, workloads_path))
     create_markdown_artifact(
         key="deepvm-fleet",
         markdown=fleet_markdown(plan),
