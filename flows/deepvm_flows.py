@@ -12,7 +12,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Annotated, Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
@@ -22,72 +21,27 @@ from prefect.states import Failed
 from pydantic import Field
 
 from deepvm import pipeline
-from deepvm.config import ALL_POLICIES, JobSpec, Objective
+from deepvm.config import JobSpec, Objective
 from deepvm.errors import DeepvmError, ParameterError
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
-from deepvm.planner.policies import POLICIES
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
-from deepvm.scenarios import scenario_key
 from deepvm.store import Store, store_uri
-from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work, training_work
-
-StoreUri = Annotated[
-    str | None,
-    Field(description="store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker"),
-]
-# The choices the UI's form offers for policies.
-PolicyName = StrEnum("PolicyName", {str(p): str(p) for p in (ALL_POLICIES, *POLICIES)})  # type: ignore[misc]
-DateText = Annotated[
-    str | None,
-    Field(
-        pattern=r"^\d{4}-\d{2}-\d{2}$",
-        description="snapshot date, YYYY-MM-DD (default: today, UTC)",
-    ),
-]
-TeamBudget = Annotated[
-    float | None,
-    Field(
-        ge=0,
-        allow_inf_nan=False,
-        description="the most all jobs' clusters may cost together, USD/h (default: none)",
-    ),
-]
-WorkloadsPath = Annotated[
-    str | None,
-    Field(description="your own workloads (CSV or TOML), which the jobs may name"),
-]
-PriceSource = Annotated[
-    str,
-    Field(description="snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path"),
-]
-SkyPilotCsv = Annotated[
-    str | None,
-    Field(
-        description="price_source skypilot: the SkyPilot catalog CSV (vms.csv), a path on "
-        "the worker or an http(s) URL"
-    ),
-]
-# A region as the clouds spell them (us-east-1, eastus, us-central1): checked in the
-# form, so an empty or mistyped entry fails before the run starts.
-RegionName = Annotated[str, Field(pattern=r"^[a-z]+[a-z0-9-]*[a-z0-9]$", max_length=40)]
-# An instance type, which is also a work queue's name (g5.xlarge, Standard_NC24ads_A100_v4).
-InstanceTypeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=120)]
-PETA = 1e15
-DEFAULT_WORKLOAD_CHOICE = WorkloadName(DEFAULT_WORKLOAD)
-EVERY_POLICY = PolicyName(ALL_POLICIES)
-
-# The library's parameter names as these flows call them (errors name the field).
-FLOW_NAMES = {
-    "timeout_s": "price_timeout_s",
-    "workloads": "workloads_path",
-    "source": "price_source",
-    "scenarios": "scenarios_path",
-    "regions": "price_regions",
-}
-
-
-def flow_name(param: str) -> str:
-    return FLOW_NAMES.get(param) or scenario_key(param)
+from deepvm.workloads import WorkloadName, parse_work, training_work
+from flows.forms import (
+    DEFAULT_WORKLOAD_CHOICE,
+    EVERY_POLICY,
+    PETA,
+    DateText,
+    InstanceTypeName,
+    PolicyName,
+    PriceSource,
+    RegionName,
+    SkyPilotCsv,
+    StoreUri,
+    TeamBudget,
+    WorkloadsPath,
+    flow_name,
+)
 
 
 def _store(store: str | None) -> Store:
