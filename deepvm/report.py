@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from deepvm.cluster import cluster_words
+from deepvm.planner.fleet_types import deadline_words
 
 if TYPE_CHECKING:
     from deepvm.pipeline import PriceRefresh
@@ -161,12 +162,7 @@ def fleet_markdown(plan: FleetPlan) -> str:
             ],
             "makespan": [_hours(j["expected_makespan_h"]) for j in raw],
             "total $": [_dollars(j["expected_total_cost"]) for j in raw],
-            "deadline": [
-                ""
-                if j["deadline_h"] is None
-                else f"{'meets' if j['meets_deadline'] else 'MISSES'} {j['deadline_h']:g} h"
-                for j in raw
-            ],
+            "deadline": [deadline_words(j) or "" for j in raw],
         }
     )
     lines.append(_md_table(jobs))

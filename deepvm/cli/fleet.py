@@ -26,6 +26,7 @@ from deepvm.cli.common import (
     table_text,
     tflops,
 )
+from deepvm.cli.plan import check_launch_files
 from deepvm.cluster import cluster_words
 
 
@@ -94,6 +95,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 
 def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
+    from deepvm.planner.fleet_types import deadline_words
+
     team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
     header = (
         f"Fleet of {len(plan.jobs)} jobs  value {plan.objective_value:.4g}  "
@@ -112,7 +115,7 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
                 "cluster": cluster_words(job, architecture=True) if planned else "unplanned",
                 "makespan": hours_text(job["expected_makespan_h"] or math.nan),
                 "total": dollars_text(job["expected_total_cost"] or math.nan),
-                "deadline": _deadline_text(job),
+                "deadline": deadline_words(job),
                 "cost": money_text(job["hourly_cost"]),
                 "tflops": tflops(job["throughput_flops"]) if planned else None,
                 "solo_cost": (
@@ -148,18 +151,10 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
     return render_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
 
 
-def _deadline_text(job: dict[str, Any]) -> str | None:
-    if job["deadline_h"] is None:
-        return None
-    if job["meets_deadline"] is None:
-        return f"{job['deadline_h']:g} h"
-    return f"{'meets' if job['meets_deadline'] else 'MISSES'} {job['deadline_h']:g} h"
-
-
 def _write_fleet_launch_files(folder: str, plan: Any) -> None:
     """Each planned job's SkyPilot tasks (deepvm.launch) in ``folder``, named after
     the job; every file checked before any is written."""
-    from deepvm.launch import sky_tasks, task_paths, write_sky_yaml
+    from deepvm.launch import write_sky_yaml
 
     todo = []
     for job in plan.jobs:
@@ -167,9 +162,7 @@ def _write_fleet_launch_files(folder: str, plan: Any) -> None:
             continue
         rec = {**job.cluster.as_dict(), "binding": job.binding}
         path = os.path.join(folder, f"{job.scenario}.yaml")
-        roles = list(sky_tasks(rec, workload=job.workload))
-        for role, where in task_paths(path, roles).items():
-            check_output_path(f"--sky-yaml ({job.scenario}, {role} task)", str(where))
+        check_launch_files(path, rec, job.workload, f"{job.scenario}, ")
         todo.append((path, rec, job))
     for path, rec, job in todo:
         title = (

@@ -245,11 +245,9 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
 
 def _write_launch_files(path: str, result: Any, first: dict[str, Any]) -> None:
     """The first recommendation's SkyPilot tasks; every file checked before any is written."""
-    from deepvm.launch import sky_tasks, task_paths, write_sky_yaml
+    from deepvm.launch import write_sky_yaml
 
-    roles = list(sky_tasks(first, workload=result.workload))
-    for role, where in task_paths(path, roles).items():
-        check_output_path(f"--sky-yaml ({role} task)", str(where))
+    check_launch_files(path, first, result.workload)
     title = (
         f"deepvm recommend --budget {result.budget:g}: {first['policy']} #{first['rank']} "
         f"for {result.workload} (objective {result.objective}), prices "
@@ -257,6 +255,15 @@ def _write_launch_files(path: str, result: Any, first: dict[str, Any]) -> None:
     )
     for written in write_sky_yaml(path, first, workload=result.workload, title=title):
         progress(f"wrote {written}")
+
+
+def check_launch_files(path: str, rec: dict[str, Any], workload: str, job: str = "") -> None:
+    """Every SkyPilot task file a recommendation needs (deepvm.launch), checked
+    before any is written: a half-written launch is half a cluster."""
+    from deepvm.launch import sky_tasks, task_paths
+
+    for role, where in task_paths(path, list(sky_tasks(rec, workload=workload))).items():
+        check_output_path(f"--sky-yaml ({job}{role} task)", str(where))
 
 
 def _check_yaml_path(path: str) -> None:

@@ -6,6 +6,7 @@ the shared quotas' use, and the plan with its explanation. Solved by
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +99,16 @@ class JobPlan:
             "deadline_h": self.deadline_h,
             "meets_deadline": self.meets_deadline,
         }
+
+
+def deadline_words(job: Mapping[str, Any]) -> str | None:
+    """A fleet row's deadline check in words (``meets 12 h``, ``MISSES 12 h``, or the
+    bare deadline when the job is unplanned); None without a deadline."""
+    if job["deadline_h"] is None:
+        return None
+    if job["meets_deadline"] is None:
+        return f"{job['deadline_h']:g} h"
+    return f"{'meets' if job['meets_deadline'] else 'MISSES'} {job['deadline_h']:g} h"
 
 
 @dataclass(frozen=True)
