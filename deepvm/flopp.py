@@ -6,8 +6,10 @@ Throughput F_i of one node on a workload comes, in order, from a measurement (a
 throughput mapped onto AWS types), or an estimate: the accelerators' peak dense
 FP16/BF16 FLOP/s times the fraction of peak the published rows reach on that
 workload (``datasets/utilisation-estimates.csv``). Every value says which
-(``flops_source``: ``measured``, ``published:<source>``, ``estimate``).
-scripts/build_catalog.py builds both files and documents the mapping.
+(``flops_source``, one of deepvm.provenance.SOURCE_KINDS: ``measured``, ``file``,
+``published``, ``transferred``, ``estimate``), from what (``flops_basis``) and of
+what date (``flops_date``). scripts/build_catalog.py builds both files and
+documents the mapping.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from deepvm.catalog import Catalog
+from deepvm.provenance import measured_kind
 from deepvm.tables import (
     Table,
     as_table,
@@ -46,18 +49,21 @@ class Published:
     """Published throughput per (instance type, workload) and, for the rest, the
     fraction of peak FLOP/s each workload reaches on each published GPU."""
 
-    table: Table  # instance_type, workload, flops, source
-    # workload ("*": any other) -> (peak FLOP/s of a published GPU, fraction reached)
-    utilisation: Mapping[str, Sequence[tuple[float, float]]]
+    table: Table  # instance_type, workload, flops, source, basis, source_date
+    # workload ("*": any other) -> (peak FLOP/s of a published GPU, fraction reached,
+    # what the fraction is from)
+    utilisation: Mapping[str, Sequence[tuple[float, float, str]]]
 
-    def share(self, workload: str, peak_per_accelerator: float) -> float:
+    def share(self, workload: str, peak_per_accelerator: float) -> tuple[float, str]:
         """The fraction of peak a GPU of this peak reaches on ``workload``: that of
-        the published GPU nearest in peak (faster GPUs reach smaller fractions)."""
+        the published GPU nearest in peak (faster GPUs reach smaller fractions),
+        and its basis."""
         points = self.utilisation.get(workload) or self.utilisation.get(ANY_WORKLOAD) or ()
         if not points or not peak_per_accelerator > 0:
-            return math.nan
-        distance = [abs(math.log(p / peak_per_accelerator)) for p, _ in points]
-        return float(points[distance.index(min(distance))][1])
+            return math.nan, ""
+        distance = [abs(math.log(p / peak_per_accelerator)) for p, _, _ in points]
+        _, share, basis = points[distance.index(min(distance))]
+        return float(share), basis
 
 
 @functools.cache
@@ -68,16 +74,17 @@ def shipped_published() -> Published:
 
     table = read_table(dataset_path(PUBLISHED_FILE), ("instance_type", "workload", "flops"), "t")
     shares = read_table(
-        dataset_path(UTILISATION_FILE), ("workload", "peak_flops", "utilisation"), "u"
+        dataset_path(UTILISATION_FILE), ("workload", "peak_flops", "utilisation", "basis"), "u"
     )
-    points: dict[str, list[tuple[float, float]]] = {}
-    for workload, peak, share in zip(
+    points: dict[str, list[tuple[float, float, str]]] = {}
+    for workload, peak, share, basis in zip(
         text_column(shares, "workload", "utilisation", key=""),
         numeric_column(shares, "peak_flops", "utilisation", strictly_positive=True, key=""),
         numeric_column(shares, "utilisation", "utilisation", minimum=0, key=""),
+        text_column(shares, "basis", "utilisation", key=""),
         strict=True,
     ):
-        points.setdefault(workload, []).append((float(peak), float(share)))
+        points.setdefault(workload, []).append((float(peak), float(share), basis))
     return Published(
         Table(
             {
@@ -85,6 +92,8 @@ def shipped_published() -> Published:
                 "workload": text_column(table, "workload", "published"),
                 "flops": numeric_column(table, "flops", "published", strictly_positive=True),
                 "source": text_column(table, "source", "published"),
+                "basis": text_column(table, "basis", "published"),
+                "source_date": text_column(table, "source_date", "published"),
             }
         ),
         points,
@@ -182,14 +191,29 @@ def measurement_use(
 
 @dataclass(frozen=True)
 class NodeThroughput:
-    """F_i of the catalog's GPU rows that have one: ``row`` indexes ``catalog.table``."""
+    """F_i of the catalog's GPU rows that have one: ``row`` indexes ``catalog.table``;
+    per row, where F_i is from (a SOURCE_KIND, the basis, the date)."""
 
     row: npt.NDArray[np.int64]
     flops: npt.NDArray[np.float64]
-    flops_source: tuple[str, ...]  # "measured" or "peak"
+    flops_source: tuple[str, ...]
+    flops_basis: tuple[str, ...] = ()
+    flops_date: tuple[str | None, ...] = ()
 
     def __len__(self) -> int:
         return len(self.row)
+
+    def take(self, keep: npt.NDArray[np.bool_]) -> NodeThroughput:
+        def kept(values: Sequence[Any]) -> tuple[Any, ...]:
+            return tuple(v for v, k in zip(values, keep, strict=True) if k)
+
+        return NodeThroughput(
+            self.row[keep],
+            self.flops[keep],
+            kept(self.flops_source),
+            kept(self.flops_basis),
+            kept(self.flops_date),
+        )
 
 
 def node_throughput(
@@ -208,25 +232,39 @@ def node_throughput(
     types = catalog.table["instance_type"][rows]
     peak = catalog.table["peak_flops"][rows].astype(float)
     count = np.maximum(catalog.table["accelerator_count"][rows].astype(float), 1.0)
-    flops = peak * np.array([published.share(workload, p) for p in peak / count])
+    shares = [published.share(workload, p) for p in peak / count]
+    flops = peak * np.array([share for share, _ in shares])
     source = ["estimate"] * len(rows)
-    layers: list[tuple[Table, str | None]] = [(published.table, None)]
-    if measured is not None and len(measured):
-        layers.append((as_table(measured), "measured"))
-    for table, label in layers:  # later layers win
-        mine = table.take(table["workload"] == workload)
-        labels = mine["source"] if label is None else [label] * len(mine)
-        by_type = {
-            t: (float(f), str(s))
-            for t, f, s in zip(mine["instance_type"], mine["flops"], labels, strict=True)
-        }
-        for k, itype in enumerate(types):
-            if itype in by_type:
-                flops[k], source[k] = by_type[itype]
+    basis = [f"peak FLOP/s x the share of peak reached by {b}" for _, b in shares]
+    date: list[str | None] = [None] * len(rows)
+    mine = published.table.take(published.table["workload"] == workload)
+    by_type = {
+        t: (float(f), str(s), str(b), str(d))
+        for t, f, s, b, d in zip(
+            *(mine[c] for c in ("instance_type", "flops", "source", "basis", "source_date")),
+            strict=True,
+        )
+    }
+    if measured is not None and len(measured):  # measurements win over published figures
+        measured = as_table(measured)
+        mine = measured.take(measured["workload"] == workload)
+        labels = mine["source"] if "source" in mine else ["measured"] * len(mine)
+        for t, f, label in zip(mine["instance_type"], mine["flops"], labels, strict=True):
+            label = str(label)
+            by_type[t] = (float(f), measured_kind(label), label, _date_in(label))
+    for k, itype in enumerate(types):
+        if itype in by_type:
+            flops[k], source[k], basis[k], date[k] = by_type[itype]
     keep = np.isfinite(flops) & (flops > 0)
-    return NodeThroughput(
-        rows[keep], flops[keep], tuple(s for s, k in zip(source, keep, strict=True) if k)
-    )
+    return NodeThroughput(rows, flops, tuple(source), tuple(basis), tuple(date)).take(keep)
+
+
+def _date_in(label: str) -> str | None:
+    """The ISO date in a measurement's label (``benchmark 2026-12-01``), if any."""
+    import re
+
+    found = re.search(r"\d{4}-\d{2}-\d{2}", label)
+    return found.group() if found else None
 
 
 FLOPP_COLUMNS = [

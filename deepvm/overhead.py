@@ -37,11 +37,15 @@ MODEL_KINDS = tuple(MODEL_PARAMS)
 @dataclass(frozen=True)
 class SpeedupModel:
     """A speedup model: ``kind`` (one of MODEL_KINDS), its ``params``, and where
-    it came from (``source``: a file, ``fitted``, ``deepvm-paper-resnet``, ...)."""
+    it came from: ``source`` (one of deepvm.provenance.SOURCE_KINDS: measured for
+    deepvm's own fits, file, published, transferred, estimate), ``basis`` (from
+    what: the MLPerf results, the file, the scaling run) and ``date``."""
 
     kind: str
     params: Mapping[str, float] = field(default_factory=dict)
-    source: str = "default"
+    source: str = "estimate"
+    basis: str = ""
+    date: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_PARAMS:
@@ -69,7 +73,9 @@ class SpeedupModel:
         return f"{self.kind}({values})" if values else self.kind
 
 
-LINEAR = SpeedupModel("linear", {}, source="linear-fallback")
+LINEAR = SpeedupModel(
+    "linear", {}, source="estimate", basis="no overhead model matched: linear, an upper bound"
+)
 
 
 def logistic(n: npt.ArrayLike, a: float, b: float, c: float) -> npt.NDArray[np.float64]:
@@ -173,10 +179,12 @@ OVERHEAD_COLUMNS = ("instance_type", "workload", "model")
 WILDCARD = "*"
 
 
-def load_overhead_table(path: str | Path, *, default_source: str | None = None) -> Table:
+def load_overhead_table(path: str | Path, *, shipped: bool = False) -> Table:
     """An overhead-model file: instance_type, workload, model and the model's
     parameters as columns (a, b, c / p / alpha, beta). ``*`` matches any instance
-    type or workload. With a ``selected`` column only selected rows are kept."""
+    type or workload. With a ``selected`` column only selected rows are kept.
+    A user's file is the source (``file``) of its rows, its own ``source`` column,
+    if any, their basis; the shipped file names each row's source, basis and date."""
     from deepvm.tables import optional_text, read_table, reject_duplicates, text_column
 
     what = "overhead"
@@ -185,9 +193,13 @@ def load_overhead_table(path: str | Path, *, default_source: str | None = None) 
     if "selected" in table:
         chosen = [str(v).lower() in ("true", "1", "yes") for v in optional_text(table["selected"])]
         table = table.take(np.array(chosen, dtype=bool))
-    if "source" not in table:
-        label = default_source or f"file:{Path(path).name}"
-        table = table.with_columns(source=np.full(len(table), label, dtype=object))
+    if not shipped:
+        name = f"file {Path(path).name}"
+        given = optional_text(table["source"]) if "source" in table else [None] * len(table)
+        table = table.with_columns(
+            source=np.full(len(table), "file", dtype=object),
+            basis=np.array([f"{name}: {g}" if g else name for g in given], dtype=object),
+        )
     reject_duplicates(table, ["instance_type", "workload"], what)
     # Build every model now so a bad row fails here, naming its row.
     for i, row in enumerate(table.records()):
@@ -213,13 +225,20 @@ def _model_from_row(row: Mapping[str, object]) -> SpeedupModel:
             raise InputError(f"model {kind!r} needs a numeric {name!r}, got {value!r}") from None
         if math.isnan(params[name]):
             raise InputError(f"model {kind!r} needs parameter {name!r}")
-    return SpeedupModel(kind, params, source=str(row.get("source") or "file"))
+    date = row.get("source_date")
+    return SpeedupModel(
+        kind,
+        params,
+        source=str(row.get("source") or "file"),
+        basis=str(row.get("basis") or ""),
+        date=str(date) if isinstance(date, str) and date else None,
+    )
 
 
 def shipped_overhead_table() -> Table:
     from deepvm._datasets import dataset_path
 
-    return load_overhead_table(dataset_path("overhead-default.csv"))
+    return load_overhead_table(dataset_path("overhead-default.csv"), shipped=True)
 
 
 def resolve_models(
@@ -229,8 +248,8 @@ def resolve_models(
 
     Tables are searched in order (user or fitted first, shipped defaults last);
     within a table an exact (type, workload) row beats (type, *), then (*,
-    workload), then (*, *). Where nothing matches: ``linear``, with source
-    ``linear-fallback`` so the result says so.
+    workload), then (*, *). Where nothing matches: ``linear``, an ``estimate``
+    whose basis says so.
     """
     indexed = [
         {(str(r["instance_type"]), str(r["workload"])): r for r in as_table(t).records()}

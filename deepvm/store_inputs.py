@@ -123,7 +123,9 @@ def fitted_overhead_table(store: Store) -> pd.DataFrame | None:
                 "workload": r["workload"],
                 "model": r["model"],
                 **params,
-                "source": f"fitted:{r['fitted_date']}",
+                "source": "measured",
+                "basis": f"fitted to deepvm's scaling runs ({r['model']}, rmse {r['rmse']:.3g})",
+                "source_date": str(r["fitted_date"]),
             }
         )
     table = pd.DataFrame(rows)

@@ -12,6 +12,11 @@ Inputs (``datasets/sources/``, each with its ``# source:`` line):
   Instance Advisor bucket.
 * ``published-throughput-lambda.csv``: Lambda's measured single-GPU training
   throughput (mixed precision rows are used).
+* ``aws-spot-advisor-feed-2025-06-28.json``: AWS's Spot Instance Advisor feed
+  (its source in the ``.source`` file beside it): the interruption bucket and
+  the regional average spot saving per (region, type).
+* ``mlperf-training-resnet-bert.csv``: MLPerf Training time to train by system
+  and node count (scripts/catalog_scaling.py turns it into speedup fits).
 
 Outputs (``datasets/``):
 
@@ -22,8 +27,17 @@ Outputs (``datasets/``):
   on-demand price (p5e.48xlarge) are left out. Every row names its
   ``price_source`` and ``price_date`` (the SkyPilot file records no date; it is
   a 2025-or-later snapshot, so the date is given at year precision, ``2025``).
+  ``interruption_bucket`` and ``regional_saving_pct`` are the Advisor feed's
+  for that region and type (``interruption_source`` aws-spot-advisor, dated
+  ``interruption_date``); a type the feed lacks keeps the bucket estimated in
+  aws-instance-specs.csv, labelled ``estimate``.
 * ``throughput-published.csv``: FLOP/s of one node per (instance type,
-  workload) = published samples/s x the sample's training FLOPs x accelerators.
+  workload) = published samples/s x the sample's training FLOPs x accelerators;
+  ``source`` is ``published`` only where the row is Lambda's own GPU, task and
+  GPU count, else ``transferred``, and ``basis`` says from what.
+* ``overhead-default.csv``: speedup models: MLPerf fits for 8-GPU A100/H100
+  types (scripts/catalog_scaling.py), the DeepVM paper's fits, and the
+  conservative default for every other type, each with source and basis.
 * ``utilisation-estimates.csv``: per workload and published GPU, the fraction of
   peak FLOP/s reached; a GPU without a published row is estimated with the
   fraction of the published GPU nearest to it in peak FLOP/s (workloads without
@@ -55,6 +69,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import re
 import statistics
 import sys
@@ -63,7 +78,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import catalog_scaling  # noqa: E402  (scripts/, beside this file)
+
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS  # noqa: E402
+from deepvm.catalog.spot_advisor import parse_feed  # noqa: E402
 from deepvm.workloads import WORKLOADS  # noqa: E402
 
 SOURCES = ROOT / "datasets" / "sources"
@@ -71,6 +89,10 @@ OUT = ROOT / "datasets"
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 PRICE_SOURCE = "skypilot-catalog-v8@00148f2a"
 PRICE_DATE = "2025"  # year precision: the snapshot records no date (see the docstring)
+ADVISOR_FEED = "aws-spot-advisor-feed-2025-06-28.json"
+ADVISOR_DATE = "2025-06-28"  # the date the copied feed was captured
+LAMBDA_DATE = "2024-07-24"  # the Lambda files' last-touching commit
+MLPERF_FILE = "mlperf-training-resnet-bert.csv"
 LOCAL_ZONE = re.compile(r"^[a-z]+\d-[a-z]+\d+-az\d+$")  # e.g. use1-atl2-az1
 
 LAMBDA_ROW = {
@@ -80,6 +102,19 @@ LAMBDA_ROW = {
     "A100-80GB": "A100 80GB SXM4",
     "H100": "H100 80GB SXM5",
 }
+# Where the AWS GPU is not Lambda's: the transfer a row makes (see the docstring).
+GPU_TRANSFER = {
+    "A10G": "A10 -> A10G",
+    "A100": "A100 40GB PCIe -> A100 40GB SXM4",
+}
+# The DeepVM paper's fits (Kim et al., CCGrid 2024; fitted on ResNet training) and
+# the conservative default for every other type: rows of overhead-default.csv.
+PAPER_FITS = {
+    "g3s.xlarge": (0.14086, 14.4926, 13.5325),
+    "g4dn.xlarge": (0.13388, 12.8742, 6.17667),
+    "g5.xlarge": (0.08533, 20.0667, 4.96223),
+}
+DEFAULT_AMDAHL_P = 0.9
 # Peak dense FP16 FLOP/s of each Lambda GPU, to calibrate utilisation.
 LAMBDA_PEAK = {
     "LambdaCloud V100 16GB": ACCELERATOR_PEAK_FLOPS["V100"],
@@ -92,6 +127,14 @@ LAMBDA_PEAK = {
 PUBLISHED = {
     "resnet50_throughput": ("resnet50", WORKLOADS["resnet50"].train_flops_per_sample),
     "bert_base_squad_throughput": ("bert-base", 212.0e9),
+}
+# What each Lambda column measured, and the transfer to deepvm's workload (if any).
+PUBLISHED_TASK = {
+    "resnet50_throughput": ("ResNet-50", None),
+    "bert_base_squad_throughput": (
+        "BERT-base SQuAD fine-tuning",
+        "SQuAD fine-tuning (384 tokens) -> masked LM (128 tokens)",
+    ),
 }
 # Workloads without a published row take the calibration of the closest kind.
 CALIBRATED_LIKE = {
@@ -113,10 +156,21 @@ def read_source(path: Path) -> tuple[str, list[dict[str, str]]]:
     return source, list(csv.DictReader(io.StringIO(body)))
 
 
+def advisor_rows() -> dict[tuple[str, str], tuple[str, float]]:
+    """(region, type) -> (interruption bucket, regional average saving %)."""
+    feed = json.loads((SOURCES / ADVISOR_FEED).read_text())
+    table = parse_feed(feed, feed_date=ADVISOR_DATE)
+    return {
+        (r.region, r.instance_type): (r.interruption_bucket, r.savings_pct)
+        for r in table.itertuples()
+    }
+
+
 def catalog_rows() -> list[dict[str, object]]:
     _, vms = read_source(SOURCES / "aws-vms-skypilot-v8.csv")
     _, spec_rows = read_source(SOURCES / "aws-instance-specs.csv")
     specs = {r["instance_type"]: r for r in spec_rows}
+    advisor = advisor_rows()
     by_key: dict[tuple[str, str], list[dict[str, str]]] = {}
     for r in vms:
         if r["Region"] in REGIONS:
@@ -140,6 +194,8 @@ def catalog_rows() -> list[dict[str, object]]:
         count = int(float(first["AcceleratorCount"] or 0))
         spec = specs[itype]
         peak = ACCELERATOR_PEAK_FLOPS[accelerator] * count if count else None
+        found = advisor.get((region, itype))
+        bucket, saving = found if found else (spec["interruption_bucket"], None)
         out.append(
             {
                 "provider": "aws",
@@ -156,7 +212,10 @@ def catalog_rows() -> list[dict[str, object]]:
                 "ondemand_price": _number(ondemand.pop()),
                 "spot_price": _number(spot[0][0]) if spot else "",
                 "spot_zone": spot[0][1] if spot else "",
-                "interruption_bucket": spec["interruption_bucket"] if count or spot else "",
+                "interruption_bucket": bucket,
+                "interruption_source": "aws-spot-advisor" if found else "estimate",
+                "interruption_date": ADVISOR_DATE if found else "",
+                "regional_saving_pct": _number(saving) if saving is not None else "",
                 "price_source": PRICE_SOURCE,
                 "price_date": PRICE_DATE,
                 "specs_source": "aws-docs (network: " + spec["network_note"] + ")",
@@ -178,12 +237,26 @@ def published_rows(catalog: list[dict[str, object]]) -> list[dict[str, object]]:
         for column, (workload, flops_per_sample) in PUBLISHED.items():
             per_gpu = float(mixed[row_label][column])
             count = int(row["accelerator_count"])  # type: ignore[call-overload]
+            task, task_transfer = PUBLISHED_TASK[column]
+            transfers = [
+                t
+                for t in (
+                    GPU_TRANSFER.get(str(row["accelerator_name"])),
+                    task_transfer,
+                    f"1 -> {count} GPUs (x {count}, linear within a node)" if count > 1 else None,
+                )
+                if t
+            ]
+            basis = f"Lambda: {task}, mixed precision, 1 x {row_label.removeprefix('LambdaCloud ')}"
             out.append(
                 {
                     "instance_type": row["instance_type"],
                     "workload": workload,
                     "flops": f"{per_gpu * flops_per_sample * count:.10g}",
-                    "source": "published:lambda",
+                    "source": "transferred" if transfers else "published",
+                    "basis": basis
+                    + (f"; transferred: {', '.join(transfers)}" if transfers else ""),
+                    "source_date": LAMBDA_DATE,
                     "lambda_gpu": row_label,
                     "samples_per_s_per_gpu": per_gpu,
                     "accelerator_count": count,
@@ -225,6 +298,42 @@ def utilisation_rows() -> list[dict[str, object]]:
     return out
 
 
+def overhead_rows(catalog: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The MLPerf fits of 8-GPU A100/H100 types, the paper's fits, and the
+    conservative default (``*``, ``*``) for every other type."""
+    blank = {p: "" for p in ("a", "b", "c", "p", "alpha", "beta")}
+    results = catalog_scaling.read_results(SOURCES / MLPERF_FILE)
+    out = catalog_scaling.overhead_rows(catalog, results)
+    for itype, (a, b, c) in PAPER_FITS.items():
+        out.append(
+            {
+                "instance_type": itype,
+                "workload": "*",
+                "model": "deepvm",
+                **{**blank, "a": a, "b": b, "c": c},
+                "source": "transferred",
+                "basis": "the DeepVM paper's fit for this type (Kim et al., CCGrid 2024), "
+                "measured on ResNet training; transferred: to every workload",
+                "source_date": "2024",
+                "fit_rmse": "",
+            }
+        )
+    out.append(
+        {
+            "instance_type": "*",
+            "workload": "*",
+            "model": "amdahl",
+            **{**blank, "p": DEFAULT_AMDAHL_P},
+            "source": "estimate",
+            "basis": "no published multi-node result for this type: a conservative "
+            f"default, Amdahl p = {DEFAULT_AMDAHL_P:g} (1.8x on 2 nodes, 4.7x on 8)",
+            "source_date": "",
+            "fit_rmse": "",
+        }
+    )
+    return out
+
+
 def _number(value: object) -> str:
     return f"{float(value):.10g}"  # type: ignore[arg-type]
 
@@ -241,12 +350,21 @@ def render(rows: list[dict[str, object]], header: str) -> str:
 def outputs() -> dict[Path, str]:
     vms_source, _ = read_source(SOURCES / "aws-vms-skypilot-v8.csv")
     lambda_source, _ = read_source(SOURCES / "published-throughput-lambda.csv")
+    mlperf_source, _ = read_source(SOURCES / MLPERF_FILE)
+    advisor_source = (SOURCES / f"{ADVISOR_FEED}.source").read_text().strip()
     catalog = catalog_rows()
     return {
         OUT / "catalog-aws.csv": render(
             catalog,
             f"built by scripts/build_catalog.py from datasets/sources: prices {vms_source} "
-            "(snapshot date not recorded; 2025 or later); specs aws-instance-specs.csv",
+            "(snapshot date not recorded; 2025 or later); specs aws-instance-specs.csv; "
+            f"interruption buckets and regional savings {ADVISOR_FEED} "
+            f"({advisor_source.removeprefix('# source:').strip()})",
+        ),
+        OUT / "overhead-default.csv": render(
+            overhead_rows(catalog),
+            f"built by scripts/build_catalog.py: MLPerf fits from {mlperf_source}; the DeepVM "
+            "paper's fits; the conservative default",
         ),
         OUT / "throughput-published.csv": render(
             published_rows(catalog),

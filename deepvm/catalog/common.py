@@ -44,11 +44,28 @@ OPTIONAL_COLUMNS: dict[str, object] = {
     # Fraction of spot instances reclaimed per month (NaN: unknown); a catalog may
     # give Spot Instance Advisor buckets instead, in `interruption_bucket`.
     "interruption_rate": float("nan"),
+    "interruption_bucket": None,
+    # Where the rate or bucket is from (aws-spot-advisor, estimate) and its date.
+    "interruption_source": None,
+    "interruption_date": None,
+    # The Spot Instance Advisor's average spot saving in the row's region, % of
+    # on-demand (docs/ARCHITECTURE.md, "Interruptions and spot prices").
+    "regional_saving_pct": float("nan"),
     # Where each row's prices come from and the date they refer to (ISO 8601, at the
     # precision the source gives: "2025" for a snapshot known only by its year).
     "price_source": None,
     "price_date": None,
+    # What spot_price is: the zone's (spot_zone) or "regional": on-demand x (1 - the
+    # regional average saving), from --spot-price regional.
+    "spot_price_basis": None,
 }
+# A zone's spot price below this fraction of the regional-average spot price
+# (on-demand x (1 - regional_saving_pct)) is an outlier: the zone is unusually
+# cheap today and its price may not last (docs/ARCHITECTURE.md, "Interruptions and
+# spot prices"). The shipped catalog has two: p4d.24xlarge in us-east-1 (0.34 of
+# the regional average), p5.48xlarge in us-west-2 (0.43).
+SPOT_OUTLIER_FRACTION = 0.5
+SPOT_PRICE_BASES = ("zone", "regional")
 
 
 # Dense FP16/BF16 peak FLOP/s of one accelerator (FP32 where it has no tensor cores),
@@ -163,7 +180,19 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
         else np.full(len(table), None, dtype=object)
     )
     out["interruption_rate"] = _interruption_rates(table, what)
-    for column in ("price_source", "price_date"):
+    out["regional_saving_pct"] = (
+        numeric_column(table, "regional_saving_pct", what, maximum=99.99, allow_missing=True)
+        if "regional_saving_pct" in table
+        else np.full(len(table), np.nan)
+    )
+    for column in (
+        "price_source",
+        "price_date",
+        "interruption_bucket",
+        "interruption_source",
+        "interruption_date",
+        "spot_price_basis",
+    ):
         out[column] = (
             optional_text(table[column])
             if column in table
@@ -183,6 +212,45 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
     reject_duplicates(checked, ["region", "instance_type"], what)
     _reject_long_names(checked, what)
     return checked
+
+
+def spot_saving_pct(table: Table) -> npt.NDArray[np.float64]:
+    """Each row's spot saving against on-demand in its spot zone, % (NaN: no spot)."""
+    spot = table["spot_price"].astype(float)
+    return 100.0 * (1.0 - spot / table["ondemand_price"].astype(float))
+
+
+def spot_outliers(table: Table) -> npt.NDArray[np.bool_]:
+    """Rows whose spot price is below SPOT_OUTLIER_FRACTION of the regional average
+    spot price; False where either is unknown or the price is the regional one."""
+    regional = table["ondemand_price"].astype(float) * (1 - table["regional_saving_pct"] / 100)
+    with np.errstate(invalid="ignore"):
+        low = table["spot_price"].astype(float) < SPOT_OUTLIER_FRACTION * regional
+    basis = table["spot_price_basis"] if "spot_price_basis" in table else [None] * len(table)
+    return low & np.array([b != "regional" for b in basis], dtype=bool)
+
+
+def with_spot_price(catalog: Catalog, basis: str) -> Catalog:
+    """The catalog planned on each zone's spot price (``zone``, as given) or on
+    on-demand x (1 - the regional average saving) (``regional``) where the row has
+    a regional saving; rows without one keep their zone's price."""
+    if basis not in SPOT_PRICE_BASES:
+        raise InputError(f"unknown spot price basis {basis!r}; known: zone, regional")
+    table = catalog.table
+    zone_basis = np.array(
+        [None if np.isnan(p) else "zone" for p in table["spot_price"].astype(float)], dtype=object
+    )
+    if basis == "zone":
+        return Catalog(table.with_columns(spot_price_basis=zone_basis), catalog.snapshot)
+    saving = table["regional_saving_pct"].astype(float)
+    has_spot = ~np.isnan(table["spot_price"].astype(float))
+    regional = has_spot & ~np.isnan(saving)
+    prices = np.where(regional, table["ondemand_price"] * (1 - saving / 100), table["spot_price"])
+    bases = np.where(regional, "regional", zone_basis).astype(object)
+    return Catalog(
+        table.with_columns(spot_price=prices.astype(float), spot_price_basis=bases),
+        f"{catalog.snapshot} (spot: regional averages)",
+    )
 
 
 def _reject_long_names(table: Table, what: str) -> None:
@@ -246,9 +314,21 @@ def with_interruptions(catalog: Catalog, overrides: Table) -> Catalog:
     if not isinstance(overrides, Table):
         overrides = Table.from_frame(overrides)
     rates = dict(zip(overrides["instance_type"], overrides["interruption_rate"], strict=True))
+    types = catalog.table["instance_type"]
     current = catalog.table["interruption_rate"]
-    updated = np.array(
-        [rates.get(t, r) for t, r in zip(catalog.table["instance_type"], current, strict=True)],
-        dtype=float,
+    updated = np.array([rates.get(t, r) for t, r in zip(types, current, strict=True)], dtype=float)
+    overridden = np.array([t in rates for t in types], dtype=bool)
+
+    def replaced(column: str, value: object) -> np.ndarray:
+        old = catalog.table[column] if column in catalog.table else np.full(len(types), None)
+        return np.where(overridden, value, old).astype(object)
+
+    return Catalog(
+        catalog.table.with_columns(
+            interruption_rate=updated,
+            interruption_source=replaced("interruption_source", "file"),
+            interruption_bucket=replaced("interruption_bucket", None),
+            interruption_date=replaced("interruption_date", None),
+        ),
+        catalog.snapshot,
     )
-    return Catalog(catalog.table.with_columns(interruption_rate=updated), catalog.snapshot)

@@ -181,6 +181,13 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
         help="spot interruption rates overriding the catalog's (instance_type and "
         "interruption_rate, a monthly fraction, or interruption_bucket, e.g. '5-10%%')",
     )
+    g.add_argument(
+        "--spot-price",
+        choices=("zone", "regional"),
+        default="zone",
+        help="plan on each type's cheapest zone's spot price (zone, default) or on "
+        "on-demand x (1 - the Spot Instance Advisor's regional average saving) (regional)",
+    )
 
 
 def add_timeout(p: argparse.ArgumentParser) -> None:
@@ -369,6 +376,7 @@ INPUT_OPTIONS = (
     "saturation",
     "interruptions",
     "workloads",
+    "spot_price",
 )
 
 

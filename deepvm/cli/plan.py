@@ -36,6 +36,7 @@ from deepvm.config import (
     MAX_SWEEP_BUDGETS,
 )
 from deepvm.errors import DeepvmError, InputError
+from deepvm.provenance import figures_of, figures_words, outlier_words
 
 
 def add_parsers(sub: Any) -> None:
@@ -165,6 +166,19 @@ REC_JSON_KEYS = (
     "binding",
     "cheaper",
     "faster",
+    # where the figures are from (deepvm.provenance), and the spot price in context
+    "flops_basis",
+    "flops_date",
+    "overhead_basis",
+    "overhead_date",
+    "price_source",
+    "price_date",
+    "interruption_source",
+    "interruption_bucket",
+    "interruption_date",
+    "spot_saving_pct",
+    "regional_saving_pct",
+    "spot_outlier",
 )
 
 
@@ -205,6 +219,10 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
                 "checkpoint_gb": result.checkpoint_gb,
                 "prices_snapshot": result.prices_snapshot,
                 "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
+                # where the first cluster's figures come from (deepvm.provenance)
+                "inputs": (
+                    {k: p.as_dict() for k, p in figures_of(recs[0]).items()} if recs else None
+                ),
                 "measurements": {
                     "used": list(result.measurements.used),
                     "not_used": list(result.measurements.not_used),
@@ -284,6 +302,12 @@ def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:
                     f"{cluster_words(alt)}, ${alt['hourly_cost']:.4f}/h, "
                     f"{tflops(alt['throughput_flops'])} TFLOP/s{where}"
                 )
+    if recs:
+        print(f"{recs[0]['policy']} #{recs[0]['rank']}'s figures: {figures_words(recs[0])}")
+    for r in recs[:1]:
+        outlier = outlier_words(r)
+        if outlier:
+            print(f"warning: {outlier}")
     if any(r["flops_source"] == "estimate" for r in recs):
         print(
             "Some F are estimates (see --columns ...,flops_source): no measurement or published "

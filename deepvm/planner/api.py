@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
+from deepvm.catalog.common import with_spot_price
 from deepvm.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
@@ -70,6 +71,9 @@ class InputFiles(TypedDict, total=False):
     interruptions: str | Path | None
     workloads: str | Path | None
     region: str | None
+    # What spot prices to plan on: "zone" (each zone's, default) or "regional"
+    # (on-demand x (1 - the Advisor's regional average saving)).
+    spot_price: str | None
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ class Inputs:
         Precedence: a catalog file, else the store's prices, else the shipped
         snapshot; user overhead rows, then the store's fits, then the shipped
         defaults; ``throughput`` rows over the store's benchmarks.
-        ``interruptions`` overrides the catalog's spot interruption rates."""
+        ``interruptions`` overrides the catalog's spot interruption rates;
+        ``spot_price`` says which spot prices to plan on (zone, regional)."""
         stored = stored or StoredInputs()
         catalog, region = files.get("catalog"), files.get("region")
         overhead, throughput = files.get("overhead"), files.get("throughput")
@@ -119,6 +124,7 @@ class Inputs:
         )
         if interruptions is not None:
             planned = with_interruptions(planned, load_interruptions(interruptions))
+        planned = with_spot_price(planned, files.get("spot_price") or "zone")
         return cls(
             catalog=planned,
             quotas=load_quotas(files.get("quotas")),

@@ -5,21 +5,26 @@ registered jobs, deepvm.planner.fleet_plan; these are one job's offers.)"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from deepvm.catalog import Catalog
+from deepvm.catalog.common import spot_outliers, spot_saving_pct
 from deepvm.errors import InputError, UnknownWorkloadError
-from deepvm.flopp import NodeThroughput, Published, node_throughput
+from deepvm.flopp import Published, node_throughput
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
 from deepvm.quotas import Quotas
 from deepvm.tables import Table, as_table
 from deepvm.workloads import WORKLOADS, Workload
 
 GIB_TO_GB = 1.073741824
+# What a spot type without a published rate is planned as (deepvm.preemption).
+DEFAULT_INTERRUPTION_BUCKET = ">20%"
 # Remote nodes may fill this fraction of their memory with checkpoints ("Architectures").
 REMOTE_MEMORY_FRACTION = 0.8
 
@@ -63,6 +68,11 @@ class Offers:
     workload_spec: Workload | None = None
     # GPU rows left out, and why (their accelerators cannot hold the workload).
     left_out: tuple[dict[str, str], ...] = ()
+    # Where each F_i is from, and the GPU types' catalog rows (prices' and
+    # interruption buckets' provenance, the regional spot saving): deepvm.provenance.
+    gpu_flops_basis: tuple[str, ...] = ()
+    gpu_flops_date: tuple[str | None, ...] = ()
+    gpu_rows: Table | None = None
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -96,6 +106,46 @@ class Offers:
         for members in rows.values():
             table[members, 1:] = self.gpu_models[members[0]](nodes)
         return table
+
+    def inputs_of(self, i: int, *, spot: bool) -> dict[str, Any]:
+        """Where GPU type i's figures are from (deepvm.provenance), as the
+        Recommendation fields of that name: its throughput's and speedup model's
+        basis and date, its price's source and date, and, for a cluster with spot
+        nodes, its interruption bucket's source and the zone's and the region's
+        spot savings (``spot_outlier``: the zone's price is an outlier)."""
+        model = self.gpu_models[i]
+        out: dict[str, Any] = {
+            "flops_basis": self.gpu_flops_basis[i] if self.gpu_flops_basis else "",
+            "flops_date": self.gpu_flops_date[i] if self.gpu_flops_date else None,
+            "overhead_basis": model.basis,
+            "overhead_date": model.date,
+        }
+        rows = self.gpu_rows
+        if rows is None:
+            return out
+        row = rows.take(np.array([i]))
+
+        def text(column: str) -> str | None:
+            value = row[column][0] if column in row else None
+            return value if isinstance(value, str) and value else None
+
+        out["price_source"] = text("price_source")
+        out["price_date"] = text("price_date")
+        if spot:
+            known = not math.isnan(float(row["interruption_rate"][0]))
+            out["interruption_source"] = text("interruption_source") or (
+                "file" if known else "estimate"
+            )
+            out["interruption_bucket"] = text("interruption_bucket") or (
+                None if known else f"{DEFAULT_INTERRUPTION_BUCKET} (no published rate)"
+            )
+            out["interruption_date"] = text("interruption_date")
+            out["spot_saving_pct"] = float(spot_saving_pct(row)[0])
+            out["regional_saving_pct"] = float(row["regional_saving_pct"][0])
+            out["spot_outlier"] = bool(spot_outliers(row)[0])
+            if text("spot_price_basis") == "regional":
+                out["price_source"] = f"{out['price_source'] or 'catalog'} (spot: regional average)"
+        return out
 
     def with_prices(
         self, gpu_spot: FloatArray, gpu_ondemand: FloatArray, cpu_ondemand: FloatArray
@@ -150,11 +200,7 @@ def build_offers(
         if not ok
     )
     if not fits.all():
-        f = NodeThroughput(
-            f.row[fits],
-            f.flops[fits],
-            tuple(s for s, ok in zip(f.flops_source, fits, strict=True) if ok),
-        )
+        f = f.take(fits)
     if not len(f):
         if left_out:
             raise InputError(
@@ -183,6 +229,9 @@ def build_offers(
         gpu_group=tuple(g["quota_group"]),
         gpu_flops=f.flops.astype(float),
         gpu_flops_source=f.flops_source,
+        gpu_flops_basis=f.flops_basis,
+        gpu_flops_date=f.flops_date,
+        gpu_rows=g,
         gpu_models=tuple(models[t] for t in types),
         cpu_types=tuple(str(t) for t in c["instance_type"]),
         cpu_ondemand=floats(c, "ondemand_price"),

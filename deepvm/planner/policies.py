@@ -91,6 +91,22 @@ class Recommendation(Cluster):
     binding: str | None = None
     cheaper: Alternative | None = None
     faster: Alternative | None = None
+    # Where the figures behind it are from (deepvm.provenance; Offers.inputs_of):
+    # flops_source/overhead_source say what kind, these from what and of what date.
+    flops_basis: str = ""
+    flops_date: str | None = None
+    overhead_basis: str = ""
+    overhead_date: str | None = None
+    price_source: str | None = None
+    price_date: str | None = None
+    # Spot nodes only: the interruption bucket and its source, and the spot price
+    # in context: the zone's saving, the region's average, whether it is an outlier.
+    interruption_source: str | None = None
+    interruption_bucket: str | None = None
+    interruption_date: str | None = None
+    spot_saving_pct: float = math.nan
+    regional_saving_pct: float = math.nan
+    spot_outlier: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract: policy and rank, the cluster, then the rest."""
@@ -347,6 +363,7 @@ class Planner:
             status=OPTIMAL,
             solver=solver,
             solve_s=solve_s,
+            **f.inputs_of(i, spot=config.n_spot > 0),
         )
 
     # -- sweeps ---------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""AWS's Spot Instance Advisor feed: per region and instance type, the monthly
+interruption-frequency bucket and the average spot saving against on-demand
+(docs/ARCHITECTURE.md, "Interruptions and spot prices").
+
+The feed is the public JSON behind the Advisor page::
+
+    {"ranges": [{"index": 0, "label": "<5%", ...}, ...],
+     "spot_advisor": {"us-east-1": {"Linux": {"p4d.24xlarge": {"r": 2, "s": 67}}}}}
+
+``r`` indexes ``ranges`` (the bucket), ``s`` is the saving in percent. It names
+no date: a live fetch is dated by the day it was fetched; the shipped copy by
+the date it was captured.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from deepvm.errors import InputError
+
+PUBLIC_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+SOURCE_NAME = "aws-spot-advisor"
+OS = "Linux"
+# The store's spot_advisor rows (deepvm.schemas), in order.
+COLUMNS = (
+    "region",
+    "instance_type",
+    "interruption_bucket",
+    "interruption_rate",
+    "savings_pct",
+    "feed_date",
+    "source",
+)
+
+
+class FeedError(ValueError):
+    """The feed does not have the Advisor's shape."""
+
+
+def parse_feed(feed: Any, *, feed_date: str, source: str = SOURCE_NAME) -> pd.DataFrame:
+    """The Linux rows of a feed as COLUMNS, one per (region, instance type); the
+    bucket label is the feed's own (``ranges``), its rate deepvm's (bucket_rate)."""
+    from deepvm.preemption import bucket_rate
+
+    if not isinstance(feed, dict) or not isinstance(feed.get("spot_advisor"), dict):
+        raise FeedError("not a Spot Instance Advisor feed: no 'spot_advisor' object")
+    try:
+        labels = {int(r["index"]): str(r["label"]) for r in feed["ranges"]}
+        rates = {i: bucket_rate(label) for i, label in labels.items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FeedError(f"the feed's 'ranges' are not the Advisor's buckets ({exc})") from None
+    rows = []
+    for region, by_os in sorted(feed["spot_advisor"].items()):
+        types = by_os.get(OS, {}) if isinstance(by_os, dict) else {}
+        for itype, entry in sorted(types.items()):
+            try:
+                index, saving = int(entry["r"]), float(entry["s"])
+            except (KeyError, TypeError, ValueError):
+                raise FeedError(
+                    f"{region} {itype}: entry {entry!r} lacks a numeric r and s"
+                ) from None
+            if index not in labels or not saving < 100:  # a few are < 0: spot dearer
+                raise FeedError(f"{region} {itype}: bucket {index} or saving {saving:g} % unknown")
+            rows.append((region, itype, labels[index], rates[index], saving, feed_date, source))
+    if not rows:
+        raise FeedError(f"the feed has no {OS} rows")
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+@dataclass(frozen=True)
+class SpotAdvisorSource:
+    """The live feed (``url``, the public one by default) or a saved copy (a path)."""
+
+    url: str = PUBLIC_URL
+    name: str = SOURCE_NAME
+
+    def fetch(self) -> pd.DataFrame:
+        from deepvm.catalog.http import SourceUnavailable, get_json
+
+        if self.url.startswith(("http://", "https://")):
+            feed = get_json(self.url)
+            feed_date = dt.datetime.now(dt.UTC).date().isoformat()
+        else:
+            path = Path(self.url)
+            if not path.is_file():
+                raise InputError(
+                    f"spot advisor feed {self.url!r} is neither an http(s) URL nor a file"
+                )
+            try:
+                feed = json.loads(path.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise InputError(f"spot advisor feed {self.url!r} is not JSON ({exc})") from None
+            # a saved copy is dated by its name (...-2025-06-28.json), else its file's day
+            named = re.search(r"\d{4}-\d{2}-\d{2}", path.name)
+            feed_date = (
+                named.group()
+                if named
+                else dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
+            )
+        try:
+            return parse_feed(feed, feed_date=feed_date, source=f"{SOURCE_NAME}:{self.url}")
+        except FeedError as exc:
+            raise SourceUnavailable(f"{self.url}: {exc}") from None
