@@ -54,6 +54,8 @@ DEFAULT_TIME_LIMIT_S = 30.0
 
 # Price sources: one deadline for a whole fetch, its retries included.
 DEFAULT_PRICE_TIMEOUT_S = 60.0
+# AWS's public Spot Instance Advisor feed (deepvm.catalog.spot_advisor).
+SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 DEFAULT_PRICE_RETRIES = 3
 DEFAULT_PRICE_BACKOFF_S = 2.0
 

@@ -18,7 +18,6 @@ from typing import Any, Protocol, TypeVar
 import pandas as pd
 
 from deepvm.catalog.sources import (
-    PriceData,
     fill_interruption_rates,
     fill_price_dates,
     get_source,
@@ -99,35 +98,11 @@ def refresh_prices(
     already has a snapshot keeps it) and the result says the refresh failed.
     Bad input (an unknown source, an invalid catalog) is raised at once.
     """
-    from deepvm.catalog.http import fetch_with_deadline, is_transient
-
-    if not timeout_s > 0 or not math.isfinite(timeout_s):
-        raise ParameterError("timeout_s", timeout_s, "must be a positive number of seconds")
-    if retries < 0:
-        raise ParameterError("retries", retries, "must be >= 0")
+    _check_fetch(timeout_s, retries)
     date = check_date(snapshot_date or today(), "snapshot_date")
     store.ensure_writable()
     src = get_source(source, regions=regions, skypilot_csv=skypilot_csv)
-    backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
-    error: str | None = None
-    attempts = 0
-    data: PriceData | None = None
-    end = time.monotonic() + timeout_s
-    while attempts <= retries:
-        attempts += 1
-        try:
-            data = fetch_with_deadline(src.fetch, max(0.0, end - time.monotonic()))
-            break
-        except InputError:
-            raise
-        except Exception as exc:  # classified below: retry only what may mend
-            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            log.warning("price source %s failed (attempt %d): %s", src.name, attempts, error)
-            pause = backoff * 2 ** (attempts - 1)
-            if not is_transient(exc) or time.monotonic() + pause >= end:
-                break
-            if attempts <= retries:
-                sleep(pause)
+    data, error, attempts = _fetch(src.fetch, src.name, retries, backoff_s, sleep, timeout_s)
     if data is not None and data.prices.empty:  # nothing usable: never a snapshot
         error, data = f"source {src.name!r} returned no usable prices", None
     if data is not None:
@@ -137,6 +112,95 @@ def refresh_prices(
             tx.write("prices", prices, partition=date, name=src.name)
         return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
+
+
+def _check_fetch(timeout_s: float, retries: int) -> None:
+    if not timeout_s > 0 or not math.isfinite(timeout_s):
+        raise ParameterError("timeout_s", timeout_s, "must be a positive number of seconds")
+    if retries < 0:
+        raise ParameterError("retries", retries, "must be >= 0")
+
+
+F = TypeVar("F")
+
+
+def _fetch(
+    fetch: Callable[[], F],
+    name: str,
+    retries: int,
+    backoff_s: float | None,
+    sleep: Callable[[float], None],
+    timeout_s: float,
+) -> tuple[F | None, str | None, int]:
+    """``fetch()`` under one deadline of ``timeout_s`` for every attempt and pause;
+    only transient failures are retried (backoff_s, 2x, 4x, ...); bad input is
+    raised at once. Returns (what it fetched or None, the last error, attempts)."""
+    from deepvm.catalog.http import fetch_with_deadline, is_transient
+
+    backoff = DEFAULT_BACKOFF_S if backoff_s is None else backoff_s
+    error: str | None = None
+    attempts = 0
+    end = time.monotonic() + timeout_s
+    while attempts <= retries:
+        attempts += 1
+        try:
+            return fetch_with_deadline(fetch, max(0.0, end - time.monotonic())), None, attempts
+        except InputError:
+            raise
+        except Exception as exc:  # classified below: retry only what may mend
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            log.warning("source %s failed (attempt %d): %s", name, attempts, error)
+            pause = backoff * 2 ** (attempts - 1)
+            if not is_transient(exc) or time.monotonic() + pause >= end:
+                break
+            if attempts <= retries:
+                sleep(pause)
+    return None, error, attempts
+
+
+@dataclass(frozen=True)
+class AdvisorRefresh:
+    snapshot_date: str
+    source: str
+    rows: int
+    attempts: int
+    error: str | None = None
+    kept: str | None = None  # on failure: the snapshot the store keeps using
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def refresh_spot_advisor(
+    store: Store,
+    url: str | None = None,
+    *,
+    snapshot_date: str | None = None,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    timeout_s: float = DEFAULT_PRICE_TIMEOUT_S,
+) -> AdvisorRefresh:
+    """Fetch AWS's Spot Instance Advisor feed (``url``: the public one by default,
+    or a saved copy) into the store's ``spot_advisor`` table (partition
+    ``snapshot_date``), under the price sources' timeout and retry rules. A
+    failure writes nothing: planning keeps the newest earlier snapshot (or the
+    shipped catalog's buckets), and the result names it."""
+    from deepvm.catalog.spot_advisor import PUBLIC_URL, SpotAdvisorSource
+
+    _check_fetch(timeout_s, retries)
+    date = check_date(snapshot_date or today(), "snapshot_date")
+    store.ensure_writable()
+    src = SpotAdvisorSource(url or PUBLIC_URL)
+    rows, error, attempts = _fetch(src.fetch, src.name, retries, backoff_s, sleep, timeout_s)
+    if rows is None:
+        earlier = [d for d in store.partitions("spot_advisor") if d <= date]
+        kept = earlier[-1] if earlier else None
+        return AdvisorRefresh(date, src.url, 0, attempts, error or "unknown error", kept)
+    rows = rows.assign(fetched_at=pd.Timestamp(dt.datetime.now(dt.UTC)))
+    store.write("spot_advisor", rows, partition=date, name=src.name)
+    return AdvisorRefresh(date, src.url, len(rows), attempts)
 
 
 def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) -> PriceRefresh:

@@ -35,6 +35,23 @@ _software = [
 # deepvm.cluster.Cluster, in its order.
 _cluster = [pa.field(name, getattr(pa, arrow_type)()) for name, arrow_type in CLUSTER_COLUMNS]
 
+# A recommendation's provenance (deepvm.planner.policies.Recommendation), added to
+# the recommendations table in place: older tables gain them as nulls on write.
+PROVENANCE_COLUMNS = [
+    ("flops_basis", pa.string()),
+    ("flops_date", pa.string()),
+    ("overhead_basis", pa.string()),
+    ("overhead_date", pa.string()),
+    ("price_source", pa.string()),
+    ("price_date", pa.string()),
+    ("interruption_source", pa.string()),
+    ("interruption_bucket", pa.string()),
+    ("interruption_date", pa.string()),
+    ("spot_saving_pct", pa.float64()),
+    ("regional_saving_pct", pa.float64()),
+    ("spot_outlier", pa.bool_()),
+]
+
 # table -> (partition column, schema of the other columns stored in the files)
 TABLES: dict[str, tuple[str | None, pa.Schema]] = {
     "instances": (
@@ -73,6 +90,23 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 # the date the price refers to (ISO 8601, at the source's precision:
                 # "2025" for a snapshot known by its year); a live fetch: its day
                 ("price_date", pa.string()),
+            ]
+        ),
+    ),
+    # AWS's Spot Instance Advisor feed per fetch (deepvm.catalog.spot_advisor): the
+    # planner takes the newest snapshot at or before the prices' date.
+    "spot_advisor": (
+        "snapshot_date",
+        pa.schema(
+            [
+                ("region", pa.string()),
+                ("instance_type", pa.string()),
+                ("interruption_bucket", pa.string()),
+                ("interruption_rate", pa.float64()),  # deepvm.preemption.bucket_rate
+                ("savings_pct", pa.float64()),  # the region's average spot saving, %
+                ("feed_date", pa.string()),  # the date the feed refers to
+                ("source", pa.string()),
+                ("fetched_at", _ts),
             ]
         ),
     ),
@@ -202,6 +236,9 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("prices_snapshot", pa.string()),
                 # what stops the cluster growing by one node (null in files before it)
                 ("binding", pa.string()),
+                # where its figures are from (deepvm.provenance) and its spot price in
+                # context (null in tables written before them)
+                *PROVENANCE_COLUMNS,
             ]
         ),
     ),
@@ -308,6 +345,9 @@ TABLE_DOCS = {
     "instances": "instance types and their specs (one file per price source)",
     "prices": "USD per hour per instance type, market and zone; `stale` marks a snapshot "
     "carried forward because the source failed",
+    "spot_advisor": "AWS's Spot Instance Advisor feed per fetch: the interruption bucket and "
+    "the region's average spot saving per region and instance type "
+    "(`deepvm prices refresh --source spot-advisor`)",
     "benchmarks": "one row per measured workload per machine and run",
     "scaling": "duration of a fixed amount of data-parallel work per node count",
     "checkpoint_transfer": "checkpoint transfer measurements (for the saturation model)",

@@ -17,6 +17,7 @@ import pandas as pd
 
 from deepvm.catalog.common import Catalog
 from deepvm.catalog.sources import catalog_from_tables
+from deepvm.catalog.spot_advisor import shipped_advisor, with_advisor
 from deepvm.errors import DeepvmError, InputError
 from deepvm.fitting import scaling_points
 from deepvm.flopp import THROUGHPUT_COLUMNS
@@ -88,7 +89,18 @@ def catalog_from_store(
         dates = sorted(set(snap["price_date"].dropna().astype(str)))
         label += f" (prices of {dates[-1] if len(dates) == 1 else dates[0] + '..' + dates[-1]})"
     label += " (stale)" if snap["stale"].any() else ""
-    return catalog_from_tables(instances, snap, label, region)
+    return with_advisor(
+        catalog_from_tables(instances, snap, label, region), advisor_feed(store, newest)
+    )
+
+
+def advisor_feed(store: Store, snapshot_date: str) -> pd.DataFrame:
+    """The store's newest Spot Instance Advisor snapshot at or before
+    ``snapshot_date``, else the shipped catalog's (deepvm.catalog.spot_advisor)."""
+    dates = [d for d in store.partitions("spot_advisor") if d <= snapshot_date]
+    if not dates:
+        return shipped_advisor()
+    return store.read("spot_advisor", partitions=dates[-1:])
 
 
 def latest_measurements(store: Store) -> pd.DataFrame:

@@ -23,9 +23,10 @@ from typing import Any
 
 import pandas as pd
 
+from deepvm.catalog.common import Catalog
+from deepvm.config import SPOT_ADVISOR_URL as PUBLIC_URL
 from deepvm.errors import InputError
 
-PUBLIC_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 SOURCE_NAME = "aws-spot-advisor"
 OS = "Linux"
 # The store's spot_advisor rows (deepvm.schemas), in order.
@@ -108,3 +109,55 @@ class SpotAdvisorSource:
             return parse_feed(feed, feed_date=feed_date, source=f"{SOURCE_NAME}:{self.url}")
         except FeedError as exc:
             raise SourceUnavailable(f"{self.url}: {exc}") from None
+
+
+def shipped_advisor() -> pd.DataFrame:
+    """The shipped catalog's Advisor columns as feed rows (region, instance_type,
+    interruption_bucket, interruption_rate, savings_pct, feed_date, source): what
+    a store without an Advisor snapshot plans with."""
+    from deepvm.catalog.snapshot import load_catalog
+
+    df = load_catalog().instances
+    df = df[df["interruption_source"] == SOURCE_NAME]
+    return pd.DataFrame(
+        {
+            "region": df["region"],
+            "instance_type": df["instance_type"],
+            "interruption_bucket": df["interruption_bucket"],
+            "interruption_rate": df["interruption_rate"].astype(float),
+            "savings_pct": df["regional_saving_pct"].astype(float),
+            "feed_date": df["interruption_date"],
+            "source": SOURCE_NAME,
+        }
+    ).reset_index(drop=True)
+
+
+def with_advisor(catalog: Catalog, feed: pd.DataFrame) -> Catalog:
+    """The catalog with the feed's bucket, rate and regional saving for every
+    (region, type) the feed has; other rows keep theirs."""
+    import numpy as np
+
+    table = catalog.table
+    index = {
+        (r, t): k
+        for k, (r, t) in enumerate(zip(feed["region"], feed["instance_type"], strict=True))
+    }
+    rows = [index.get(key) for key in zip(table["region"], table["instance_type"], strict=True)]
+    found = np.array([k is not None for k in rows], dtype=bool)
+    at = np.array([k if k is not None else 0 for k in rows], dtype=np.int64)
+
+    def pick(column: str, values: object, kind: type = object) -> np.ndarray:
+        old = table[column] if column in table else np.full(len(table), None)
+        new = np.asarray(values)[at] if len(feed) else old
+        return np.where(found, new, old).astype(kind)
+
+    return Catalog(
+        table.with_columns(
+            interruption_rate=pick("interruption_rate", feed["interruption_rate"], float),
+            interruption_bucket=pick("interruption_bucket", feed["interruption_bucket"]),
+            interruption_source=pick("interruption_source", np.full(len(feed), SOURCE_NAME)),
+            interruption_date=pick("interruption_date", feed["feed_date"]),
+            regional_saving_pct=pick("regional_saving_pct", feed["savings_pct"], float),
+        ),
+        catalog.snapshot,
+    )

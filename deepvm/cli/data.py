@@ -25,6 +25,7 @@ from deepvm.cli.common import (
 from deepvm.config import (
     DEFAULT_WORKLOAD,
 )
+from deepvm.config import SPOT_ADVISOR_URL as ADVISOR_URL
 from deepvm.errors import DeepvmError
 
 
@@ -67,7 +68,14 @@ def add_prices_parser(sub: Any) -> None:
     ref.add_argument(
         "--source",
         default="snapshot",
-        help="snapshot (default), aws, azure, skypilot, or a catalog file",
+        help="snapshot (default), aws, azure, skypilot, a catalog file, or spot-advisor "
+        "(AWS's Spot Instance Advisor feed: interruption buckets and regional spot savings)",
+    )
+    ref.add_argument(
+        "--spot-advisor-url",
+        metavar="URL_OR_PATH",
+        help="the Spot Instance Advisor feed for --source spot-advisor (default: AWS's "
+        "public feed, " + ADVISOR_URL + "; or a saved copy)",
     )
     ref.add_argument("--regions", metavar="R,R", help="regions to fetch (aws, azure)")
     ref.add_argument("--skypilot-csv", metavar="PATH_OR_URL", help="a SkyPilot vms.csv")
@@ -229,10 +237,39 @@ def cmd_workloads(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refresh_spot_advisor(args: argparse.Namespace, uri: str) -> int:
+    from deepvm.pipeline import refresh_spot_advisor
+
+    store = writable_store(uri)
+    url = args.spot_advisor_url or ADVISOR_URL
+    progress(f"fetching the Spot Instance Advisor feed from {url} ...")
+    r = refresh_spot_advisor(store, url, snapshot_date=args.date, timeout_s=price_timeout(args))
+    summary = {
+        "snapshot_date": r.snapshot_date,
+        "source": r.source,
+        "rows": r.rows,
+        "failed": r.failed,
+        "attempts": r.attempts,
+        "error": r.error,
+        "kept": r.kept,
+        "store": uri,
+    }
+    if args.json:
+        print_json(summary)
+    elif r.failed:
+        keeps = f"the {r.kept} snapshot" if r.kept else "the shipped catalog's buckets"
+        print(f"spot-advisor FAILED ({r.error}); planning keeps {keeps}")
+    else:
+        print(f"{r.rows} Spot Instance Advisor rows into {uri} ({r.snapshot_date})")
+    return 1 if r.failed else 0
+
+
 def cmd_prices(args: argparse.Namespace) -> int:
     from deepvm.store import Store
 
     uri = str(store_location(args, required=True))
+    if args.prices_command == "refresh" and args.source == "spot-advisor":
+        return _refresh_spot_advisor(args, uri)
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
         from deepvm.pipeline import refresh_prices

@@ -145,6 +145,9 @@ def append_rows(location: Location, table: str, schema: pa.Schema, parts: list[p
             target,
             rows,
             mode="append",
+            # a column a newer deepvm added (docs/ARCHITECTURE.md, "The store") is added
+            # to an older table, nullable, rather than refused
+            schema_mode="merge",
             commit_properties=CommitProperties(max_commit_retries=delta.COMMIT_RETRIES),
         )
         return int(target.version())

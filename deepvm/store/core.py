@@ -335,7 +335,13 @@ class Store:
             ),
             value_set=pa.array(sorted(keys), pa.string()),
         )
-        return data.filter(mask).select(table_schema(table).names).cast(table_schema(table))
+        schema = table_schema(table)
+        for name in schema.names:  # a column added since this table was written: nulls
+            if name not in data.column_names:
+                data = data.append_column(
+                    schema.field(name), pa.nulls(data.num_rows, schema.field(name).type)
+                )
+        return data.filter(mask).select(schema.names).cast(schema)
 
     def read(self, table: str, partitions: Collection[str] | None = None) -> pd.DataFrame:
         """All rows of a table (or of the given dates only) as one DataFrame, the
