@@ -238,7 +238,7 @@ def node_throughput(
     basis = [f"peak FLOP/s x the share of peak reached by {b}" for _, b in shares]
     date: list[str | None] = [None] * len(rows)
     mine = published.table.take(published.table["workload"] == workload)
-    by_type = {
+    by_type: dict[str, tuple[float, str, str, str | None]] = {
         t: (float(f), str(s), str(b), str(d))
         for t, f, s, b, d in zip(
             *(mine[c] for c in ("instance_type", "flops", "source", "basis", "source_date")),

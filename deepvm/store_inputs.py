@@ -90,14 +90,16 @@ def catalog_from_store(
         label += f" (prices of {dates[-1] if len(dates) == 1 else dates[0] + '..' + dates[-1]})"
     label += " (stale)" if snap["stale"].any() else ""
     return with_advisor(
-        catalog_from_tables(instances, snap, label, region), advisor_feed(store, newest)
+        catalog_from_tables(instances, snap, label, region), advisor_feed(store, snapshot_date)
     )
 
 
-def advisor_feed(store: Store, snapshot_date: str) -> pd.DataFrame:
-    """The store's newest Spot Instance Advisor snapshot at or before
-    ``snapshot_date``, else the shipped catalog's (deepvm.catalog.spot_advisor)."""
-    dates = [d for d in store.partitions("spot_advisor") if d <= snapshot_date]
+def advisor_feed(store: Store, snapshot_date: str | None = None) -> pd.DataFrame:
+    """The store's newest Spot Instance Advisor snapshot (at or before
+    ``snapshot_date``), else the shipped catalog's (deepvm.catalog.spot_advisor)."""
+    dates = [
+        d for d in store.partitions("spot_advisor") if snapshot_date is None or d <= snapshot_date
+    ]
     if not dates:
         return shipped_advisor()
     return store.read("spot_advisor", partitions=dates[-1:])

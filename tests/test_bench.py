@@ -125,7 +125,7 @@ def test_measured_throughput_reaches_flopp_and_planner(capsys, tmp_path):
     assert {r["flops_source"] for r in g4dn} == {"measured"}
     assert g4dn[0]["achieved_flops"] == pytest.approx(achieved)
     others = {r["flops_source"] for r in rows if r["instance_type"] != "g4dn.xlarge"}
-    assert others <= {"estimate", "published:lambda"} and "measured" not in others
+    assert others <= {"estimate", "published", "transferred"} and "measured" not in others
     stored = whole(store, "flopp").df()
     assert len(stored) == len(rows)
     assert (

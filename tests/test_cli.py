@@ -86,7 +86,7 @@ def test_recommend_throughput_is_model_times_flops(capsys):
             strict=True,
         )
     )
-    assert {r["flops_source"] for r in out["recommendations"]} == {"published:lambda", "estimate"}
+    assert {r["flops_source"] for r in out["recommendations"]} == {"transferred", "estimate"}
     for r in out["recommendations"]:
         model = resolve_models([r["worker_type"]], "resnet50", [shipped_overhead_table()])[
             r["worker_type"]
@@ -95,7 +95,7 @@ def test_recommend_throughput_is_model_times_flops(capsys):
             assert (r["worker_type"], "resnet50") not in figures
             row = catalog.loc[(r["region"], r["worker_type"])]
             per_gpu = row["peak_flops"] / row["accelerator_count"]
-            f = row["peak_flops"] * published.share("resnet50", per_gpu)
+            f = row["peak_flops"] * published.share("resnet50", per_gpu)[0]
         else:
             f = figures[r["worker_type"], "resnet50"]
         assert r["throughput_flops"] == pytest.approx(f * model([r["n_workers"]])[0])
@@ -119,7 +119,7 @@ def test_paper_objective_and_scenario(capsys):
     assert r["architecture"] in ("single_anchor", "tiering")
     spot = {"g3s.xlarge": 0.225, "g4dn.xlarge": 0.1578, "g5.xlarge": 0.3018}[r["worker_type"]]
     assert r["objective_value"] == pytest.approx(3600 * r["throughput_flops"] / spot)
-    assert r["flops_source"] == "measured"
+    assert r["flops_source"] == "file"  # the paper scenario's --throughput file
 
 
 def test_recommend_table_output(capsys):

@@ -165,7 +165,9 @@ def test_fit_cli_json_plot_and_store(tmp_path, capsys):
         == 0
     )
     rec = json.loads(capsys.readouterr().out)["recommendations"][0]
-    assert rec["worker_type"] == "g4dn.xlarge" and rec["overhead_source"].startswith("fitted:")
+    assert rec["worker_type"] == "g4dn.xlarge" and rec["overhead_source"] == "measured"
+    assert rec["overhead_basis"].startswith("fitted to deepvm's scaling runs")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", rec["overhead_date"])
 
 
 def test_planner_answer_changes_when_a_fit_says_a_type_scales_worse(tmp_path, capsys):

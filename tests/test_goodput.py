@@ -55,7 +55,10 @@ def test_interruption_override_file(tmp_path):
     catalog = with_interruptions(load_catalog(None, region="us-east-1"), load_interruptions(path))
     rates = catalog.instances.set_index("instance_type")["interruption_rate"]
     assert rates["g5.xlarge"] == 0.30 and rates["p3.2xlarge"] == 0.025
-    assert rates["g4dn.xlarge"] == 0.075  # not named: the catalog's own
+    # not named: the catalog's own (the Spot Instance Advisor's 15-20 % in us-east-1)
+    assert rates["g4dn.xlarge"] == 0.175
+    sources = catalog.instances.set_index("instance_type")["interruption_source"]
+    assert (sources["g5.xlarge"], sources["g4dn.xlarge"]) == ("file", "aws-spot-advisor")
     pd.DataFrame({"instance_type": ["g5.xlarge"], "interruption_rate": [1.5]}).to_csv(
         path, index=False
     )
@@ -77,11 +80,14 @@ def test_prices_refresh_stores_the_rates(tmp_path, capsys):
     rows = (
         whole(tmp_path, "prices")
         .filter("instance_type = 'g5.xlarge'")
-        .select("instance_type, market, interruption_rate")
+        .select("region, market, interruption_rate")
         .fetchall()
     )
-    by_market = {m: r for _, m, r in rows}
-    assert by_market["spot"] == 0.075 and by_market["on_demand"] is None
+    shipped = load_catalog().instances.set_index(["region", "instance_type"])["interruption_rate"]
+    assert {(r, m): rate for r, m, rate in rows} == {
+        **{(r, "spot"): shipped[r, "g5.xlarge"] for r in ("us-east-1", "us-west-2", "eu-west-1")},
+        **{(r, "on_demand"): None for r in ("us-east-1", "us-west-2", "eu-west-1")},
+    }
 
 
 def test_goodput_model_hand_values():

@@ -100,11 +100,16 @@ def test_resolution_order_and_linear_fallback(tmp_path):
     models = resolve_models(["x", "g4dn.xlarge", "zz"], "resnet50", [user])
     assert models["x"].params["p"] == 0.5
     assert models["g4dn.xlarge"].kind == "linear"
-    assert models["zz"].source == "linear-fallback"
+    assert (models["zz"].source, models["zz"].basis) == (
+        "estimate",
+        "no overhead model matched: linear, an upper bound",
+    )
+    assert (models["x"].source, models["x"].basis) == ("file", "file o.csv")
     models = resolve_models(["x", "g4dn.xlarge", "zz"], "gpt2", [user, shipped_overhead_table()])
     assert models["x"].params["p"] == 0.7
-    assert models["g4dn.xlarge"].source == "deepvm-paper-resnet"
-    assert models["zz"].source == "default-conservative"
+    assert models["g4dn.xlarge"].source == "transferred"
+    assert "DeepVM paper" in models["g4dn.xlarge"].basis
+    assert models["zz"].source == "estimate" and "conservative" in models["zz"].basis
 
 
 def test_overhead_file_bad_row_names_row(tmp_path):

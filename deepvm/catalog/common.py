@@ -319,9 +319,10 @@ def with_interruptions(catalog: Catalog, overrides: Table) -> Catalog:
     updated = np.array([rates.get(t, r) for t, r in zip(types, current, strict=True)], dtype=float)
     overridden = np.array([t in rates for t in types], dtype=bool)
 
-    def replaced(column: str, value: object) -> np.ndarray:
+    def replaced(column: str, value: str | None) -> np.ndarray:
         old = catalog.table[column] if column in catalog.table else np.full(len(types), None)
-        return np.where(overridden, value, old).astype(object)
+        new = np.full(len(types), value, dtype=object)
+        return np.where(overridden, new, old).astype(object)
 
     return Catalog(
         catalog.table.with_columns(

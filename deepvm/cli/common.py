@@ -366,20 +366,6 @@ def planner_inputs(args: argparse.Namespace, store: Any = None) -> Any:
     return load_inputs(store=store, **files)
 
 
-# The input options shared by the planning commands (their flags: add_inputs).
-INPUT_OPTIONS = (
-    "catalog",
-    "throughput",
-    "overhead",
-    "quotas",
-    "region",
-    "saturation",
-    "interruptions",
-    "workloads",
-    "spot_price",
-)
-
-
 def job_from_args(
     args: argparse.Namespace, *, policies: Sequence[str], workloads: Any = None
 ) -> Any:
