@@ -421,6 +421,7 @@ class NightlyReport:
     changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))
     compacted: CompactReport | None = None
     compact_error: str | None = None  # the night is published even when compaction fails
+    advisor: AdvisorRefresh | None = None  # the Spot Instance Advisor feed, when fetched
 
 
 def compact_finished_months(store: Store, snapshot_date: str) -> CompactReport:
@@ -463,6 +464,7 @@ def nightly(
     team_budget: float | None = None,
     workloads: str | Path | None = None,
     compact: bool = True,
+    spot_advisor_url: str | None = None,
     run: StageRunner = run_directly,
 ) -> NightlyReport:
     """The night's stages in order: the one sequence the CLI (``deepvm nightly``)
@@ -470,7 +472,8 @@ def nightly(
     task). Every table's rows are computed first and committed together at the
     end (one store commit): a night that fails part-way, or is killed while it
     commits, leaves what deepvm reads as it was. Then finished months are
-    compacted (``compact``)."""
+    compacted (``compact``). With ``spot_advisor_url`` the night also fetches the
+    Spot Instance Advisor feed (a failure keeps the store's newest) before planning."""
     from deepvm.store_inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
@@ -488,6 +491,11 @@ def nightly(
             timeout_s=timeout_s,
         )
         report = NightlyReport(date, prices)
+        if spot_advisor_url is not None:
+            report.advisor = run(
+                "refresh-spot-advisor", refresh_spot_advisor, tx, spot_advisor_url,
+                snapshot_date=date, retries=retries, backoff_s=backoff_s, timeout_s=timeout_s,
+            )  # fmt: skip
         # Every region of the snapshot is planned, each with its own quotas.
         workload_names = sorted({s.spec.workload for s in scenarios})
         report.flopp_files = run("compute-flopp", compute_flopp, tx, workload_names, date)

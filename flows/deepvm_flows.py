@@ -22,7 +22,7 @@ from pydantic import Field
 
 from deepvm import pipeline
 from deepvm.config import JobSpec, Objective
-from deepvm.errors import DeepvmError, ParameterError
+from deepvm.errors import DeepvmError, ParameterError, SourceUnavailableError
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.store import Store, store_uri
@@ -37,6 +37,7 @@ from flows.forms import (
     PriceSource,
     RegionName,
     SkyPilotCsv,
+    SpotAdvisorUrl,
     StoreUri,
     TeamBudget,
     WorkloadsPath,
@@ -166,8 +167,11 @@ def refresh_prices(
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
     ] = pipeline.DEFAULT_PRICE_TIMEOUT_S,
     skypilot_csv: SkyPilotCsv = None,
+    spot_advisor_url: SpotAdvisorUrl = None,
 ) -> dict[str, object]:
-    """Fetch current prices into the store (stale fallback if the source fails).
+    """Fetch current prices into the store (stale fallback if the source fails), or
+    with source spot-advisor AWS's Spot Instance Advisor feed (a failure keeps the
+    store's newest).
 
     Args:
         source: snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path.
@@ -176,7 +180,19 @@ def refresh_prices(
         regions: regions to fetch (aws, azure).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
         skypilot_csv: for source skypilot, the SkyPilot vms.csv (a path on the worker or a URL).
+        spot_advisor_url: for source spot-advisor, the feed (default: AWS's public URL).
     """
+    if source == "spot-advisor":
+        advisor = pipeline.refresh_spot_advisor(
+            _store(store), spot_advisor_url, snapshot_date=snapshot_date, timeout_s=price_timeout_s
+        )
+        if advisor.failed:
+            raise SourceUnavailableError(
+                f"the Spot Instance Advisor feed failed ({advisor.error}); "
+                f"planning keeps {advisor.kept or 'the shipped'} feed"
+            )
+        get_run_logger().info("%d Spot Instance Advisor rows", advisor.rows)
+        return {"rows": advisor.rows, "source": advisor.source}
     result = refresh_prices_task(
         _store(store), source, snapshot_date, regions, price_timeout_s, skypilot_csv
     )
@@ -452,6 +468,7 @@ def nightly(
     team_budget: TeamBudget = None,
     workloads_path: WorkloadsPath = None,
     skypilot_csv: SkyPilotCsv = None,
+    spot_advisor_url: SpotAdvisorUrl = None,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
@@ -470,6 +487,7 @@ def nightly(
         team_budget: the most all jobs' clusters may cost together, USD/h (default: none).
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
         skypilot_csv: for price_source skypilot, the SkyPilot vms.csv (a path or a URL).
+        spot_advisor_url: also fetch AWS's Spot Instance Advisor feed before planning.
     """
     from deepvm.catalog.sources import get_source
     from deepvm.scenarios import load_scenarios
@@ -490,6 +508,7 @@ def nightly(
         timeout_s=price_timeout_s,
         team_budget=team_budget,
         workloads=workloads_path,
+        spot_advisor_url=spot_advisor_url,
         run=_as_task,
     )
     prices, plans, changes = report.prices, report.plans, report.changes
@@ -500,6 +519,8 @@ def nightly(
             prices.error,
             prices.fallback_from,
         )
+    if report.advisor is not None and report.advisor.failed:
+        logger.warning("Spot Instance Advisor feed failed (%s)", report.advisor.error)
     if report.compact_error:
         logger.warning(
             "night published; compacting finished months failed: %s", report.compact_error

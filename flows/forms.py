@@ -40,7 +40,18 @@ WorkloadsPath = Annotated[
 ]
 PriceSource = Annotated[
     str,
-    Field(description="snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path"),
+    Field(
+        description="snapshot, aws, azure, skypilot (give skypilot_csv), a catalog file path, "
+        "or (refresh-prices) spot-advisor: AWS's Spot Instance Advisor feed"
+    ),
+]
+SpotAdvisorUrl = Annotated[
+    str | None,
+    Field(
+        description="AWS's Spot Instance Advisor feed (its public URL, or a saved copy on the "
+        "worker): refresh-prices with source spot-advisor reads it (default: the public "
+        "URL); the nightly fetches it before planning when given"
+    ),
 ]
 SkyPilotCsv = Annotated[
     str | None,

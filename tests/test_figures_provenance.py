@@ -326,3 +326,26 @@ def test_a_p5_plan_at_2_and_4_nodes_uses_the_mlperf_fit(tmp_path, capsys):
         assert rec["overhead_source"] == "published" and "MLPerf" in rec["overhead_basis"]
         assert rec["throughput_flops"] == pytest.approx(node * float(model(n)), rel=1e-9)
         assert rec["throughput_flops"] < 0.95 * n * node  # not linear
+
+
+def test_the_nightly_fetches_the_feed_when_asked_and_survives_its_failure(tmp_path, capsys):
+    store = str(tmp_path / "s")
+    argv = ["nightly", "--store", store, "--json", "--no-compact"]
+    assert main([*argv, "--date", "2026-12-01", "--spot-advisor-url", str(FEED)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["spot_advisor"] == {
+        "source": str(FEED),
+        "failed": False,
+        "rows": 14962,
+        "error": None,
+        "kept": None,
+    }
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert main([*argv, "--date", "2026-12-02", "--spot-advisor-url", str(bad)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["spot_advisor"]["kept"] == "2026-12-01"
+    assert "warning: the Spot Instance Advisor feed failed" in captured.err
+    assert Store.open(store).partitions("spot_advisor") == ["2026-12-01"]
+    assert main([*argv, "--date", "2026-12-03"]) == 0  # not asked: not fetched
+    assert json.loads(capsys.readouterr().out)["spot_advisor"] is None

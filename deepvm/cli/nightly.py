@@ -17,6 +17,7 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
+from deepvm.config import SPOT_ADVISOR_URL
 
 
 def add_parsers(sub: Any) -> None:
@@ -47,6 +48,13 @@ def add_parsers(sub: Any) -> None:
         help="price regions to fetch (aws, azure); every region is planned",
     )
     nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
+    nt.add_argument(
+        "--spot-advisor-url",
+        metavar="URL_OR_PATH",
+        help="also fetch AWS's Spot Instance Advisor feed (interruption buckets, regional "
+        "spot savings) before planning: its URL (" + SPOT_ADVISOR_URL + ") or a saved "
+        "copy (default: plan on the store's newest feed, else the shipped one)",
+    )
     nt.add_argument(
         "--date", type=date_text, metavar="YYYY-MM-DD", help="snapshot date (default: today, UTC)"
     )
@@ -92,6 +100,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         team_budget=args.team_budget,
         workloads=args.workloads,
         compact=not args.no_compact,
+        spot_advisor_url=args.spot_advisor_url,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -106,6 +115,15 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                     "rows": report.prices.rows,
                     "attempts": report.prices.attempts,
                     "error": report.prices.error,
+                },
+                "spot_advisor": None
+                if report.advisor is None
+                else {
+                    "source": report.advisor.source,
+                    "failed": report.advisor.failed,
+                    "rows": report.advisor.rows,
+                    "error": report.advisor.error,
+                    "kept": report.advisor.kept,
                 },
                 "refitted_models": report.refitted,
                 "plans": [
@@ -134,6 +152,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print(
             f"warning: the night is published, but compacting finished months failed: "
             f"{report.compact_error}",
+            file=sys.stderr,
+        )
+    if report.advisor is not None and report.advisor.failed:
+        keeps = report.advisor.kept or "the shipped"
+        print(
+            f"warning: the Spot Instance Advisor feed failed ({report.advisor.error}); "
+            f"planned on {keeps} feed's buckets",
             file=sys.stderr,
         )
     if report.prices.failed:

@@ -8,6 +8,7 @@ from deltalake import DeltaTable
 from deepvm.catalog import load_catalog as _load_catalog
 from deepvm.catalog import sources
 from deepvm.catalog.sources import SnapshotSource
+from deepvm.store import Store
 from flows import deepvm_flows as f
 from tests.helpers import whole
 
@@ -394,3 +395,40 @@ def test_a_refused_run_fails_in_one_line_without_a_traceback(tmp_path, caplog):
         f.recommend(budget=0.001, store=str(tmp_path))
     with pytest.raises(ValueError, match="is a file, not a folder"):
         f.fleet(store=str(SKYPILOT_VMS))  # a store error outside any task: one line too
+
+
+ADVISOR_FEED = Path(__file__).resolve().parents[2] / "datasets" / "sources"
+ADVISOR_FEED = ADVISOR_FEED / "aws-spot-advisor-feed-2025-06-28.json"
+
+
+def test_the_spot_advisor_feed_from_the_refresh_and_nightly_forms(tmp_path):
+    store = str(tmp_path)
+    out = f.refresh_prices(
+        store=store,
+        snapshot_date="2026-12-01",
+        source="spot-advisor",
+        spot_advisor_url=str(ADVISOR_FEED),
+    )
+    assert out["rows"] == 14962
+    not_a_feed = tmp_path / "saved.json"
+    not_a_feed.write_text('{"instance_types": {}}')
+    with pytest.raises(
+        ValueError, match=r"^the Spot Instance Advisor feed failed .*keeps 2026-12-01"
+    ):
+        f.refresh_prices(
+            store=store,
+            snapshot_date="2026-12-02",
+            source="spot-advisor",
+            spot_advisor_url=str(not_a_feed),
+        )
+    with pytest.raises(ValueError, match=r"^spot advisor feed .* is neither an http\(s\) URL"):
+        f.refresh_prices(
+            store=store, source="spot-advisor", spot_advisor_url=str(tmp_path / "missing.json")
+        )
+    night = f.nightly(store=store, snapshot_date="2026-12-03", spot_advisor_url=str(ADVISOR_FEED))
+    assert night["price_error"] is None
+    assert Store.open(store).partitions("spot_advisor") == ["2026-12-01", "2026-12-03"]
+    recs = whole(store, "recommendations").df()
+    spot = recs[recs["n_spot"] > 0]
+    assert len(spot) and set(spot["interruption_source"]) == {"aws-spot-advisor"}
+    assert set(spot["interruption_date"]) == {"2025-06-28"}
