@@ -13,6 +13,11 @@ cluster, run this module under torchrun once per node count, e.g.
 
 Rank 0 appends ``instance_type,workload,n_nodes,duration_s`` to --out, the file
 ``deepvm fit --scaling`` reads.
+
+Checkpoints (deepvm.checkpoint): every rank resumes the model and optimizer from
+the newest complete version (on the launched cluster's tier, or the local
+folder), and after the timed steps rank 0 saves the state, untimed: each run
+continues the last one's training and exercises the tier a launch wires up.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import os
 import socket
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from deepvm.checkpoint.protocol import ENV_LOCAL_DIR
 from deepvm.workloads import get_workload
 
 # Untimed steps first; then each timed step is timed on its own (the slowest rank's
@@ -57,11 +64,13 @@ def _free_port() -> int:
 def _train(
     rank: int, world: int, workload: str, steps: int, global_batch: int, threads: int
 ) -> float:
-    """One rank's part; returns the slowest rank's duration of the timed steps."""
+    """One rank's part; returns the slowest rank's duration of the timed steps
+    (the checkpoint load before and save after them untimed)."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from deepvm import checkpoint
     from deepvm.bench.measure import _autocast
     from deepvm.bench.models import build_model
 
@@ -77,6 +86,12 @@ def _train(
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = sample.make_batch(global_batch // world, device)
+    resumed = checkpoint.load(map_location=device)
+    done = 0
+    if resumed is not None and resumed[0].get("workload") == workload:
+        state, done = resumed
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -93,7 +108,13 @@ def _train(
         step()
     synchronize()
     dist.barrier()
-    return timed_duration(step, synchronize, _slowest, steps)
+    duration = timed_duration(step, synchronize, _slowest, steps)
+    if rank == 0:
+        state = {"workload": workload, "model": model.module.state_dict()}
+        state["optimizer"] = optimizer.state_dict()
+        checkpoint.save(state, done + WARMUP_STEPS + steps)
+    dist.barrier()
+    return duration
 
 
 def _slowest(seconds: float) -> float:
@@ -175,23 +196,34 @@ def measure_scaling(
     cores = os.cpu_count() or 1
     context = mp.get_context("spawn")
     points = []
-    for world in sizes:
-        queue = context.SimpleQueue()
-        # Each rank gets an equal share of the cores, as separate nodes would have their own.
-        threads = max(1, cores // world)
-        if progress:
-            print(
-                f"scaling {workload}: {world} rank(s), {steps} steps of {global_batch} samples ...",
-                file=sys.stderr,
-            )
-        mp.start_processes(
-            _spawned,
-            args=(world, _free_port(), workload, steps, global_batch, threads, queue),
-            nprocs=world,
-            join=True,
-            start_method="spawn",
-        )
-        points.append(ScalingPoint(world, float(queue.get())))
+    # The runs checkpoint (deepvm.checkpoint) into the tiers the environment names,
+    # else into a folder of this measurement's own, not the working directory.
+    own_folder = ENV_LOCAL_DIR not in os.environ
+    with tempfile.TemporaryDirectory(prefix="deepvm-scaling-") as scratch:
+        if own_folder:
+            os.environ[ENV_LOCAL_DIR] = scratch
+        try:
+            for world in sizes:
+                queue = context.SimpleQueue()
+                # Each rank gets an equal share of the cores, as separate nodes would.
+                threads = max(1, cores // world)
+                if progress:
+                    print(
+                        f"scaling {workload}: {world} rank(s), {steps} steps of "
+                        f"{global_batch} samples ...",
+                        file=sys.stderr,
+                    )
+                mp.start_processes(
+                    _spawned,
+                    args=(world, _free_port(), workload, steps, global_batch, threads, queue),
+                    nprocs=world,
+                    join=True,
+                    start_method="spawn",
+                )
+                points.append(ScalingPoint(world, float(queue.get())))
+        finally:
+            if own_folder:
+                os.environ.pop(ENV_LOCAL_DIR, None)
     return points
 
 

@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from deepvm.cli import common, data, fleet, measure, nightly, plan, simulate, store
+from deepvm.cli import checkpoint, common, data, fleet, measure, nightly, plan, simulate, store
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.errors import DeepvmError
 from deepvm.store.location import request_timeout
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parsers(sub)
     nightly.add_parsers(sub)
     measure.add_scaling_parser(sub)
+    checkpoint.add_parsers(sub)
     _every_command_takes_the_global_flags(parser)
     return parser
 
@@ -82,6 +83,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "prices": data.cmd_prices,
     "store": store.cmd_store,
     "simulate": simulate.cmd_simulate,
+    "checkpoint": checkpoint.cmd_checkpoint,
 }
 
 

@@ -92,9 +92,14 @@ def add_prices_parser(sub: Any) -> None:
 
 def cmd_catalog(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
+    from deepvm.catalog.common import spot_outliers, spot_saving_pct
 
     catalog = load_catalog(args.catalog, region=args.region)
-    df = {"all": catalog.instances, "gpu": catalog.gpu, "cpu": catalog.cpu}[args.kind]
+    df = catalog.instances.assign(
+        spot_saving_pct=spot_saving_pct(catalog.table), spot_outlier=spot_outliers(catalog.table)
+    )
+    if args.kind != "all":
+        df = df[(df["accelerator_count"] > 0) == (args.kind == "gpu")]
     if args.match:
         df = df[df["instance_type"].str.contains(args.match, regex=False)]
     if args.max_price is not None:
@@ -114,6 +119,13 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "spot_zone",
         "price_source",
         "price_date",
+        # the spot price in context and the interruption bucket (deepvm.catalog.spot_advisor)
+        "spot_saving_pct",
+        "regional_saving_pct",
+        "spot_outlier",
+        "interruption_bucket",
+        "interruption_source",
+        "interruption_date",
     ]
     df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
     keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
@@ -128,6 +140,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         f"{'s' if regions != 1 else ''} ({catalog.snapshot})"
     )
     for r in records:
+        r["saving"] = _saving_words(r)
         r["gpus"] = (
             f"{r['accelerator_count']:g} x {r['accelerator_name']}"
             if r["accelerator_count"]
@@ -142,10 +155,22 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         ("ondemand_price", "on-demand $/h"),
         ("spot_price", "spot $/h"),
         ("spot_zone", "spot zone"),
+        ("saving", "spot saving"),
+        ("interruption_bucket", "interrupted"),
         ("price_date", "price date"),
     ]
     print_listing(args, records, shown, keys, header=header)
     return 0
+
+
+def _saving_words(row: dict[str, Any]) -> str:
+    """``89% (region 67%) !``: the zone's spot saving, the region's average, and a
+    mark where the zone's price is an outlier."""
+    zone, region = row.get("spot_saving_pct"), row.get("regional_saving_pct")
+    if zone is None:
+        return ""
+    text = f"{zone:.0f}%" + (f" (region {region:.0f}%)" if region is not None else "")
+    return text + (" outlier" if row.get("spot_outlier") else "")
 
 
 def cmd_flopp(args: argparse.Namespace) -> int:

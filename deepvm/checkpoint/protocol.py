@@ -1,0 +1,52 @@
+"""What the checkpoint tier and its clients agree on (docs/ARCHITECTURE.md,
+"The checkpoint tier").
+
+HTTP, one version per training step:
+
+* ``PUT /versions/{step}``: the checkpoint's bytes, with ``Content-Length`` and
+  ``X-Deepvm-Sha256`` (hex). The tier streams them to a hidden file, then makes
+  the version visible only when every byte arrived and the SHA-256 matches
+  (201); a short or corrupt upload is dropped (422); one that would not fit the
+  tier's capacity next to the versions it keeps is refused before a byte is
+  stored (507). Then the oldest versions beyond the newest ``k`` are removed.
+* ``GET /versions``: the complete versions, newest first (JSON).
+* ``GET /versions/latest`` and ``GET /versions/{step}``: one version's bytes,
+  with ``X-Deepvm-Step`` and ``X-Deepvm-Sha256``; the client checks the hash.
+* ``GET /room?size=N``: whether N bytes would fit now (200, else 507 with the
+  reason); a client asks before uploading, so a full tier costs no transfer.
+* ``GET /health``: versions held, bytes used, capacity.
+
+Several tiers (Tiering's remote nodes): the client puts its i-th save on tier
+i mod n, and each tier keeps ceil(k / n) versions, so the newest k versions are
+spread over the nodes (their memory together holds k checkpoints, as the planner
+sized them) and losing one node loses at most ceil(k / n) of them.
+"""
+
+from __future__ import annotations
+
+import math
+
+DEFAULT_PORT = 8470
+SHA_HEADER = "X-Deepvm-Sha256"
+STEP_HEADER = "X-Deepvm-Step"
+# Set by `deepvm launch` on every worker: the tiers' base URLs, comma-separated.
+ENV_TIERS = "DEEPVM_CHECKPOINT_TIERS"
+# Where a client writes when no tier answers (and reads from when resuming).
+ENV_LOCAL_DIR = "DEEPVM_CHECKPOINT_DIR"
+DEFAULT_LOCAL_DIR = "deepvm-checkpoints"
+
+
+def versions_per_tier(versions: int, tiers: int) -> int:
+    """How many versions each of ``tiers`` nodes keeps so that together they hold
+    the newest ``versions``."""
+    return max(1, math.ceil(versions / max(1, tiers)))
+
+
+def tier_urls(text: str) -> list[str]:
+    """``10.0.0.5:8470,http://10.0.0.6:8470`` as base URLs (``http://`` added)."""
+    urls = []
+    for part in text.split(","):
+        part = part.strip().rstrip("/")
+        if part:
+            urls.append(part if "://" in part else f"http://{part}")
+    return urls

@@ -1,0 +1,167 @@
+"""A folder of checkpoint versions, each visible only once complete and verified:
+what the tier serves from (the anchor's disk, a remote node's memory) and the
+client's local fallback (deepvm.checkpoint.protocol).
+
+A version is ``{step:012d}.ckpt`` beside ``{step:012d}.sha256``; the hash file
+is written first and the data renamed into place last, so a version whose data
+file exists is complete. Uploads in progress are hidden (``.incoming-*``) and
+swept at start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+_DATA = re.compile(r"^(\d{12})\.ckpt$")
+
+
+class CapacityError(ValueError):
+    """A version that would not fit next to the versions the folder keeps."""
+
+
+class CorruptVersion(ValueError):
+    """Bytes whose length or SHA-256 is not what the writer said."""
+
+
+@dataclass(frozen=True)
+class Version:
+    step: int
+    size: int
+    sha256: str
+    path: Path
+
+    def as_dict(self) -> dict[str, object]:
+        return {"step": self.step, "size": self.size, "sha256": self.sha256}
+
+
+class VersionFolder:
+    """Complete versions in ``root``; at most ``keep`` of them (the newest), and
+    at most ``capacity_bytes`` together with the uploads in progress."""
+
+    def __init__(self, root: str | Path, *, keep: int, capacity_bytes: int | None = None):
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.keep = keep
+        self.capacity_bytes = capacity_bytes
+        self._lock = threading.Lock()
+        self._reserved: dict[str, int] = {}
+        for stale in self.root.glob(".incoming-*"):  # a writer that died mid-upload
+            stale.unlink(missing_ok=True)
+
+    # -- reading -------------------------------------------------------------------
+
+    def versions(self) -> list[Version]:
+        """The complete versions, newest first."""
+        out = []
+        for path in self.root.iterdir():
+            found = _DATA.match(path.name)
+            if not found:
+                continue
+            try:
+                digest = path.with_suffix(".sha256").read_text().strip()
+                size = path.stat().st_size
+            except OSError:  # removed meanwhile
+                continue
+            out.append(Version(int(found.group(1)), size, digest, path))
+        return sorted(out, key=lambda v: v.step, reverse=True)
+
+    def newest(self) -> Version | None:
+        found = self.versions()
+        return found[0] if found else None
+
+    def get(self, step: int) -> Version | None:
+        return next((v for v in self.versions() if v.step == step), None)
+
+    def used_bytes(self) -> int:
+        return sum(v.size for v in self.versions())
+
+    # -- writing -------------------------------------------------------------------
+
+    @contextmanager
+    def reserve(self, size: int) -> Iterator[str]:
+        """Room for one upload of ``size`` bytes, or CapacityError: the newest
+        keep - 1 versions (what stays once the new one is in) and the other
+        uploads in progress must fit beside it."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            self.check_room(size)
+            self._reserved[token] = size
+        try:
+            yield token
+        finally:
+            with self._lock:
+                self._reserved.pop(token, None)
+
+    def check_room(self, size: int) -> None:
+        """CapacityError unless ``size`` more bytes fit (see :meth:`reserve`)."""
+        if self.capacity_bytes is None:
+            return
+        staying = sum(v.size for v in self.versions()[: self.keep - 1])
+        busy = sum(self._reserved.values())
+        if staying + busy + size > self.capacity_bytes:
+            raise CapacityError(
+                f"a checkpoint of {_gb(size)} does not fit: the tier holds "
+                f"{_gb(staying + busy)} of {_gb(self.capacity_bytes)} for the versions it "
+                f"keeps ({self.keep}); give it more memory or disk (--capacity-gb), "
+                "keep fewer versions (--versions), or shrink the checkpoint"
+            )
+
+    def incoming_path(self, step: int) -> Path:
+        """A hidden file for one upload (the caller removes it if it stays)."""
+        return self.root / f".incoming-{step}-{uuid.uuid4().hex}"
+
+    def write(self, step: int, chunks: Iterator[bytes], *, size: int, sha256: str) -> Version:
+        """Store one version from ``chunks``; visible only when all ``size`` bytes
+        arrived and their SHA-256 is ``sha256`` (else CorruptVersion, nothing kept).
+        Then the oldest versions beyond ``keep`` are removed."""
+        with self.reserve(size):
+            incoming = self.incoming_path(step)
+            digest = hashlib.sha256()
+            received = 0
+            try:
+                with open(incoming, "wb") as out:
+                    for chunk in chunks:
+                        received += len(chunk)
+                        if received > size:
+                            break
+                        digest.update(chunk)
+                        out.write(chunk)
+                return self.publish(step, incoming, received, size, digest.hexdigest(), sha256)
+            finally:
+                incoming.unlink(missing_ok=True)
+
+    def write_file(self, step: int, source: BinaryIO, *, size: int, sha256: str) -> Version:
+        return self.write(step, iter(lambda: source.read(1 << 20), b""), size=size, sha256=sha256)
+
+    def publish(
+        self, step: int, incoming: Path, received: int, size: int, got: str, want: str
+    ) -> Version:
+        """Make an upload a version if it is whole and its hash is the one sent."""
+        if received != size:
+            raise CorruptVersion(f"version {step}: {received} bytes arrived of {size}")
+        if got != want.lower():
+            raise CorruptVersion(f"version {step}: SHA-256 {got} is not the {want} sent")
+        data = self.root / f"{step:012d}.ckpt"
+        sidecar = data.with_suffix(".sha256")
+        with self._lock:
+            sidecar.write_text(got + "\n")
+            os.replace(incoming, data)  # visible from here, complete and verified
+            for old in self.versions()[self.keep :]:
+                old.path.unlink(missing_ok=True)
+                old.path.with_suffix(".sha256").unlink(missing_ok=True)
+        return Version(step, size, got, data)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.3g} GB"
