@@ -125,7 +125,7 @@ def merge_measurements(*tables: Table | pd.DataFrame | None) -> Table | None:
     present = [as_table(t) for t in tables if t is not None and len(t)]
     if not present:
         return None
-    columns = [*THROUGHPUT_COLUMNS, "source"]
+    columns = [*THROUGHPUT_COLUMNS, "source", "source_date"]
     both = concat([t.select([c for c in columns if c in t]) for t in present])
     last = {
         key: i for i, key in enumerate(zip(both["instance_type"], both["workload"], strict=True))
@@ -249,22 +249,17 @@ def node_throughput(
         measured = as_table(measured)
         mine = measured.take(measured["workload"] == workload)
         labels = mine["source"] if "source" in mine else ["measured"] * len(mine)
-        for t, f, label in zip(mine["instance_type"], mine["flops"], labels, strict=True):
+        dates = mine["source_date"] if "source_date" in mine else [None] * len(mine)
+        for t, f, label, when in zip(
+            mine["instance_type"], mine["flops"], labels, dates, strict=True
+        ):
             label = str(label)
-            by_type[t] = (float(f), measured_kind(label), label, _date_in(label))
+            by_type[t] = (float(f), measured_kind(label), label, when if when else None)
     for k, itype in enumerate(types):
         if itype in by_type:
             flops[k], source[k], basis[k], date[k] = by_type[itype]
     keep = np.isfinite(flops) & (flops > 0)
     return NodeThroughput(rows, flops, tuple(source), tuple(basis), tuple(date)).take(keep)
-
-
-def _date_in(label: str) -> str | None:
-    """The ISO date in a measurement's label (``benchmark 2026-12-01``), if any."""
-    import re
-
-    found = re.search(r"\d{4}-\d{2}-\d{2}", label)
-    return found.group() if found else None
 
 
 FLOPP_COLUMNS = [

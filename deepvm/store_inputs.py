@@ -112,11 +112,12 @@ def latest_measurements(store: Store) -> pd.DataFrame:
     df = store.read("benchmarks")
     ok = df[(df["status"] == "ok") & (df["achieved_flops"].astype(float) > 0)]
     if ok.empty:
-        return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source"])
+        return pd.DataFrame(columns=[*THROUGHPUT_COLUMNS, "source", "source_date"])
     latest = ok.sort_values("measured_at").groupby(["instance_type", "workload"]).tail(1)
     out = latest.rename(columns={"achieved_flops": "flops"})
-    out = out.assign(source="benchmark " + out["run_date"].astype(str))
-    return out[[*THROUGHPUT_COLUMNS, "source"]].reset_index(drop=True)
+    dates = out["run_date"].astype(str)
+    out = out.assign(source="benchmark " + dates, source_date=dates)
+    return out[[*THROUGHPUT_COLUMNS, "source", "source_date"]].reset_index(drop=True)
 
 
 def fitted_overhead_table(store: Store) -> pd.DataFrame | None:

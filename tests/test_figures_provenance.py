@@ -217,6 +217,7 @@ def test_every_flops_source_appears_where_it_should(tmp_path):
             "workload": ["resnet50"],
             "flops": [1.1e13],
             "source": ["benchmark 2026-11-30"],
+            "source_date": ["2026-11-30"],
         }
     )
     measured = merge_measurements(benchmark, load_throughput(t))
@@ -326,6 +327,21 @@ def test_a_p5_plan_at_2_and_4_nodes_uses_the_mlperf_fit(tmp_path, capsys):
         assert rec["overhead_source"] == "published" and "MLPerf" in rec["overhead_basis"]
         assert rec["throughput_flops"] == pytest.approx(node * float(model(n)), rel=1e-9)
         assert rec["throughput_flops"] < 0.95 * n * node  # not linear
+
+
+def test_live_prices_take_the_rate_of_their_own_region():
+    """Regression: a live source's spot rows took one region's shipped rate for a
+    type in every region, though the Advisor's buckets differ by region."""
+    from deepvm.catalog.sources import fill_interruption_rates
+
+    prices = pd.DataFrame(
+        {
+            "region": ["us-east-1", "us-west-2"],
+            "instance_type": ["p4d.24xlarge", "p4d.24xlarge"],
+            "market": ["spot", "spot"],
+        }
+    )
+    assert fill_interruption_rates(prices)["interruption_rate"].tolist() == [0.125, 0.30]
 
 
 def test_the_nightly_fetches_the_feed_when_asked_and_survives_its_failure(tmp_path, capsys):

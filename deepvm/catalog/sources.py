@@ -174,20 +174,18 @@ def fill_price_dates(prices: pd.DataFrame) -> pd.DataFrame:
 
 def fill_interruption_rates(prices: pd.DataFrame) -> pd.DataFrame:
     """Spot rows without a rate (live price APIs do not publish one) take the
-    shipped snapshot's rate for their instance type, so every stored snapshot
-    carries the rates it was planned with."""
-    # The shipped rate of a type (its estimate is per type, the same in every region).
-    shipped = (
-        load_catalog(None)
-        .instances.drop_duplicates("instance_type")
-        .set_index("instance_type")["interruption_rate"]
-    )
+    shipped Spot Instance Advisor rate of their region and type, so every stored
+    snapshot carries the rates it was planned with."""
+    from deepvm.catalog.spot_advisor import shipped_advisor
+
+    # Buckets differ by region (p4d.24xlarge: 10-15 % in us-east-1, >20 % in us-west-2).
+    shipped = shipped_advisor().set_index(["region", "instance_type"])["interruption_rate"]
     out = prices.copy()
     if "interruption_rate" not in out:
         out["interruption_rate"] = float("nan")
     out["interruption_rate"] = out["interruption_rate"].astype(float)
     missing = (out["market"] == "spot") & out["interruption_rate"].isna()
     if missing.any():
-        filled = out.loc[missing, "instance_type"].map(shipped).astype(float)
-        out.loc[missing, "interruption_rate"] = filled
+        keys = pd.MultiIndex.from_frame(out.loc[missing, ["region", "instance_type"]])
+        out.loc[missing, "interruption_rate"] = shipped.reindex(keys).to_numpy(dtype=float)
     return out
