@@ -204,14 +204,3 @@ def _message(exc: urllib.error.HTTPError) -> str:
         return str(json.loads(exc.read())["error"])
     except (ValueError, KeyError, OSError):
         return f"HTTP {exc.code}"
-
-
-def newest_step(*, tiers: list[str] | None = None) -> int | None:
-    """The newest complete version's step anywhere, without downloading it."""
-    steps = [v.step for v in local_folder().versions()]
-    for url in tiers_from_env() if tiers is None else tiers:
-        try:
-            steps += [int(v["step"]) for v in json.loads(_request(url, "GET", "/versions"))]
-        except OSError:
-            continue
-    return max(steps) if steps else None

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -43,20 +42,10 @@ def create_app(folder: VersionFolder) -> Any:
             return error(400, f"PUT /versions/STEP needs Content-Length and {SHA_HEADER}")
         size = int(length)
         try:
-            with folder.reserve(size):
-                incoming = folder.incoming_path(step)
-                hashing, received = hashlib.sha256(), 0
-                try:
-                    with open(incoming, "wb") as out:
-                        async for chunk in request.stream():
-                            received += len(chunk)
-                            hashing.update(chunk)
-                            out.write(chunk)
-                    version = folder.publish(
-                        step, incoming, received, size, hashing.hexdigest(), digest
-                    )
-                finally:
-                    incoming.unlink(missing_ok=True)
+            with folder.upload(step, size=size, sha256=digest) as upload:
+                async for chunk in request.stream():
+                    upload.add(chunk)
+                version = upload.finish()
         except CapacityError as exc:
             return error(507, str(exc))
         except ClientDisconnect:  # the writer died mid-upload: nothing was kept

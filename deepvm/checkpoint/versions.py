@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,34 +117,28 @@ class VersionFolder:
                 "keep fewer versions (--versions), or shrink the checkpoint"
             )
 
-    def incoming_path(self, step: int) -> Path:
-        """A hidden file for one upload (the caller removes it if it stays)."""
-        return self.root / f".incoming-{step}-{uuid.uuid4().hex}"
+    @contextmanager
+    def upload(self, step: int, *, size: int, sha256: str) -> Iterator[Upload]:
+        """Room for one version (:meth:`reserve`) and a hidden file to stream it
+        into; :meth:`Upload.finish` publishes it, and whatever is not published is
+        removed on leaving."""
+        with self.reserve(size):
+            upload = Upload(self, step, size, sha256)
+            try:
+                yield upload
+            finally:
+                upload.discard()
 
-    def write(self, step: int, chunks: Iterator[bytes], *, size: int, sha256: str) -> Version:
+    def write(self, step: int, chunks: Iterable[bytes], *, size: int, sha256: str) -> Version:
         """Store one version from ``chunks``; visible only when all ``size`` bytes
         arrived and their SHA-256 is ``sha256`` (else CorruptVersion, nothing kept).
         Then the oldest versions beyond ``keep`` are removed."""
-        with self.reserve(size):
-            incoming = self.incoming_path(step)
-            digest = hashlib.sha256()
-            received = 0
-            try:
-                with open(incoming, "wb") as out:
-                    for chunk in chunks:
-                        received += len(chunk)
-                        if received > size:
-                            break
-                        digest.update(chunk)
-                        out.write(chunk)
-                return self.publish(step, incoming, received, size, digest.hexdigest(), sha256)
-            finally:
-                incoming.unlink(missing_ok=True)
+        with self.upload(step, size=size, sha256=sha256) as upload:
+            for chunk in chunks:
+                upload.add(chunk)
+            return upload.finish()
 
-    def write_file(self, step: int, source: BinaryIO, *, size: int, sha256: str) -> Version:
-        return self.write(step, iter(lambda: source.read(1 << 20), b""), size=size, sha256=sha256)
-
-    def publish(
+    def _publish(
         self, step: int, incoming: Path, received: int, size: int, got: str, want: str
     ) -> Version:
         """Make an upload a version if it is whole and its hash is the one sent."""
@@ -161,6 +155,35 @@ class VersionFolder:
                 old.path.unlink(missing_ok=True)
                 old.path.with_suffix(".sha256").unlink(missing_ok=True)
         return Version(step, size, got, data)
+
+
+class Upload:
+    """One version on its way in: chunks are hashed and written to a hidden file
+    as they arrive (the tier streams a request body through it)."""
+
+    def __init__(self, folder: VersionFolder, step: int, size: int, sha256: str):
+        self.folder, self.step, self.size, self.sha256 = folder, step, size, sha256
+        self.path = folder.root / f".incoming-{step}-{uuid.uuid4().hex}"
+        self._file: BinaryIO = open(self.path, "wb")  # noqa: SIM115 (closed in finish/discard)
+        self._hash = hashlib.sha256()
+        self.received = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        if self.received > self.size:
+            raise CorruptVersion(f"version {self.step}: more than the {self.size} bytes sent")
+        self._hash.update(chunk)
+        self._file.write(chunk)
+
+    def finish(self) -> Version:
+        self._file.close()
+        return self.folder._publish(
+            self.step, self.path, self.received, self.size, self._hash.hexdigest(), self.sha256
+        )
+
+    def discard(self) -> None:
+        self._file.close()
+        self.path.unlink(missing_ok=True)
 
 
 def _gb(n: int) -> str:

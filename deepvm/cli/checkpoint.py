@@ -39,7 +39,10 @@ def add_parsers(sub: Any) -> None:
     )
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
     serve.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})"
+        "--port",
+        type=number(ge=1, le=65535, integer=True),
+        default=DEFAULT_PORT,
+        help=f"port (default: {DEFAULT_PORT})",
     )
     serve.add_argument(
         "--versions",
@@ -65,16 +68,15 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DeepvmError(f"--dir {args.dir!r} cannot be created ({exc.strerror})") from None
-    if not 0 < args.port < 65536:
-        raise DeepvmError(f"--port {args.port} must be between 1 and 65535")
     capacity = (
         int(args.capacity_gb * 1e9)
         if args.capacity_gb is not None
         else int(shutil.disk_usage(root).free * CAPACITY_FRACTION)
     )
     progress(
-        f"checkpoint tier on {args.host}:{args.port}: {root}, keeps {int(args.versions)} "
+        f"checkpoint tier on {args.host}:{int(args.port)}: {root}, keeps {int(args.versions)} "
         f"versions in {capacity / 1e9:.3g} GB"
     )
-    serve(root, host=args.host, port=args.port, keep=int(args.versions), capacity_bytes=capacity)
+    port = int(args.port)
+    serve(root, host=args.host, port=port, keep=int(args.versions), capacity_bytes=capacity)
     return 0
