@@ -43,6 +43,7 @@ from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 
 log = logging.getLogger("deepvm")
+_T = TypeVar("_T")
 
 DEFAULT_RETRIES = DEFAULT_PRICE_RETRIES
 DEFAULT_BACKOFF_S = DEFAULT_PRICE_BACKOFF_S  # a module attribute: tests shorten it
@@ -121,17 +122,14 @@ def _check_fetch(timeout_s: float, retries: int) -> None:
         raise ParameterError("retries", retries, "must be >= 0")
 
 
-F = TypeVar("F")
-
-
 def _fetch(
-    fetch: Callable[[], F],
+    fetch: Callable[[], _T],
     name: str,
     retries: int,
     backoff_s: float | None,
     sleep: Callable[[float], None],
     timeout_s: float,
-) -> tuple[F | None, str | None, int]:
+) -> tuple[_T | None, str | None, int]:
     """``fetch()`` under one deadline of ``timeout_s`` for every attempt and pause;
     only transient failures are retried (backoff_s, 2x, 4x, ...); bad input is
     raised at once. Returns (what it fetched or None, the last error, attempts)."""
@@ -431,9 +429,6 @@ def compact_finished_months(store: Store, snapshot_date: str) -> CompactReport:
     from deepvm.store.maintenance import compact
 
     return compact(store, before=snapshot_date)
-
-
-_T = TypeVar("_T")
 
 
 class StageRunner(Protocol):

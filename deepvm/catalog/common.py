@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -313,23 +314,32 @@ def with_interruptions(catalog: Catalog, overrides: Table) -> Catalog:
     """The catalog with the override file's rates for the types it names."""
     if not isinstance(overrides, Table):
         overrides = Table.from_frame(overrides)
-    rates = dict(zip(overrides["instance_type"], overrides["interruption_rate"], strict=True))
-    types = catalog.table["instance_type"]
-    current = catalog.table["interruption_rate"]
-    updated = np.array([rates.get(t, r) for t, r in zip(types, current, strict=True)], dtype=float)
-    overridden = np.array([t in rates for t in types], dtype=bool)
-
-    def replaced(column: str, value: str | None) -> np.ndarray:
-        old = catalog.table[column] if column in catalog.table else np.full(len(types), None)
-        new = np.full(len(types), value, dtype=object)
-        return np.where(overridden, new, old).astype(object)
-
-    return Catalog(
-        catalog.table.with_columns(
-            interruption_rate=updated,
-            interruption_source=replaced("interruption_source", "file"),
-            interruption_bucket=replaced("interruption_bucket", None),
-            interruption_date=replaced("interruption_date", None),
-        ),
-        catalog.snapshot,
+    at = {t: k for k, t in enumerate(overrides["instance_type"])}
+    return with_rows_from(
+        catalog,
+        [at.get(t) for t in catalog.table["instance_type"]],
+        {
+            "interruption_rate": overrides["interruption_rate"].astype(float),
+            "interruption_source": np.full(len(overrides), "file", dtype=object),
+            "interruption_bucket": np.full(len(overrides), None, dtype=object),
+            "interruption_date": np.full(len(overrides), None, dtype=object),
+        },
     )
+
+
+def with_rows_from(
+    catalog: Catalog, rows: Sequence[int | None], values: Mapping[str, npt.ArrayLike]
+) -> Catalog:
+    """The catalog with each column of ``values`` taken from row ``rows[i]`` of
+    ``values`` for catalog row i, where that is not None (its own value elsewhere):
+    how an override file or an Advisor feed replaces some rows' figures."""
+    found = np.array([r is not None for r in rows], dtype=bool)
+    at = np.array([r if r is not None else 0 for r in rows], dtype=np.int64)
+    table = catalog.table
+    replaced = {}
+    for column, given in values.items():
+        new = np.asarray(given)
+        old = table[column] if column in table else np.full(len(table), None)
+        picked = new[at] if len(new) else old
+        replaced[column] = np.where(found, picked, old).astype(new.dtype)
+    return Catalog(table.with_columns(**replaced), catalog.snapshot)

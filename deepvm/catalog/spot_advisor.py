@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from deepvm.catalog.common import Catalog
+from deepvm.catalog.common import Catalog, with_rows_from
 from deepvm.config import SPOT_ADVISOR_URL as PUBLIC_URL
 from deepvm.errors import InputError
 
@@ -138,26 +138,16 @@ def with_advisor(catalog: Catalog, feed: pd.DataFrame) -> Catalog:
     import numpy as np
 
     table = catalog.table
-    index = {
-        (r, t): k
-        for k, (r, t) in enumerate(zip(feed["region"], feed["instance_type"], strict=True))
-    }
-    rows = [index.get(key) for key in zip(table["region"], table["instance_type"], strict=True)]
-    found = np.array([k is not None for k in rows], dtype=bool)
-    at = np.array([k if k is not None else 0 for k in rows], dtype=np.int64)
-
-    def pick(column: str, values: object, kind: type = object) -> np.ndarray:
-        old = table[column] if column in table else np.full(len(table), None)
-        new = np.asarray(values)[at] if len(feed) else old
-        return np.where(found, new, old).astype(kind)
-
-    return Catalog(
-        table.with_columns(
-            interruption_rate=pick("interruption_rate", feed["interruption_rate"], float),
-            interruption_bucket=pick("interruption_bucket", feed["interruption_bucket"]),
-            interruption_source=pick("interruption_source", np.full(len(feed), SOURCE_NAME)),
-            interruption_date=pick("interruption_date", feed["feed_date"]),
-            regional_saving_pct=pick("regional_saving_pct", feed["savings_pct"], float),
-        ),
-        catalog.snapshot,
+    at = {key: k for k, key in enumerate(zip(feed["region"], feed["instance_type"], strict=True))}
+    keys = zip(table["region"], table["instance_type"], strict=True)
+    return with_rows_from(
+        catalog,
+        [at.get(key) for key in keys],
+        {
+            "interruption_rate": feed["interruption_rate"].to_numpy(dtype=float),
+            "interruption_bucket": feed["interruption_bucket"].to_numpy(dtype=object),
+            "interruption_source": np.full(len(feed), SOURCE_NAME, dtype=object),
+            "interruption_date": feed["feed_date"].to_numpy(dtype=object),
+            "regional_saving_pct": feed["savings_pct"].to_numpy(dtype=float),
+        },
     )
