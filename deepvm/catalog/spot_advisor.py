@@ -15,6 +15,7 @@ the date it was captured.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -115,6 +116,11 @@ def shipped_advisor() -> pd.DataFrame:
     """The shipped catalog's Advisor columns as feed rows (region, instance_type,
     interruption_bucket, interruption_rate, savings_pct, feed_date, source): what
     a store without an Advisor snapshot plans with."""
+    return _shipped_advisor().copy()
+
+
+@functools.cache
+def _shipped_advisor() -> pd.DataFrame:  # read once per process: every plan may ask
     from deepvm.catalog.snapshot import load_catalog
 
     df = load_catalog().instances
