@@ -224,6 +224,26 @@ def test_undominated_keeps_exactly_the_pareto_rows():
     assert list(undominated(np.array(points, dtype=float), chunk=2)) == [0, 3, 4, 5]
 
 
+def test_undominated_by_groups_agrees_with_comparing_every_pair():
+    """undominated compares rows only within groups of quota columns; on random
+    sparse rows (some using no quota) it keeps exactly the rows a comparison of
+    every pair on every column keeps."""
+    import numpy as np
+
+    from deepvm.planner.fleet_options import _pareto
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, d = int(rng.integers(1, 120)), int(rng.integers(2, 9))
+        points = rng.integers(0, 4, size=(n, d)).astype(float)
+        points[:, 0] -= 2  # scores: negative too
+        if d > 2:
+            points[:, 2:] *= rng.random((n, d - 2)) < 0.3
+        for margin in (0.0, 0.5):
+            grouped = undominated(points, chunk=int(rng.integers(2, 40)), margin=margin)
+            assert list(grouped) == list(_pareto(points, 256, margin))
+
+
 def two_jobs_one_on_demand_quota():
     """Job a fills the G on-demand quota with on-demand nodes; job b's Tiering
     cluster is cheapest with a remote node of group G, which no longer fits."""

@@ -175,8 +175,43 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
     """Indices (ascending) of the rows no other row dominates, every column to be
     minimised; of identical rows the first is kept. With ``margin``, a row dominates
     only where it is better by more than ``margin`` in column 0 and no worse in the
-    others. Rows are taken best first, so a dominator always comes before what it
-    dominates, and each block is checked against the kept rows and itself."""
+    others.
+
+    In a column whose values are all >= 0 (quota use), a row can only be dominated
+    by one that is zero wherever it is zero. Such columns fall into groups that no
+    row spans (a cluster's quota keys all lie in its region), and rows are compared
+    only with the rows of their own group (and those using none), on that group's
+    columns: a fraction of one comparison of every pair on every column
+    (benchmarks/fleet.py)."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=np.int64)
+    sparse = np.flatnonzero((points >= 0).all(axis=0) & (points == 0).any(axis=0))
+    sparse = sparse[sparse > 0]  # column 0 carries the margin: always compared
+    if sparse.size == 0:
+        return _pareto(points, chunk, margin)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    dense = np.setdiff1d(np.arange(points.shape[1]), sparse)
+    support = points[:, sparse] > 0
+    together = csr_matrix(support.T.astype(np.int64) @ support.astype(np.int64))
+    count, part = connected_components(together, directed=False)
+    # Each row's group: that of its non-zero columns (all one group); -1 for none.
+    row_part = np.where(support.any(axis=1), part[support.argmax(axis=1)], -1)
+    empty = np.flatnonzero(row_part < 0)
+    kept = [empty[_pareto(points[np.ix_(empty, dense)], chunk, margin)]] if empty.size else []
+    for g in range(count):
+        rows = np.union1d(np.flatnonzero(row_part == g), empty)
+        columns = np.concatenate([dense, sparse[part == g]])
+        survivors = rows[_pareto(points[np.ix_(rows, columns)], chunk, margin)]
+        kept.append(survivors[row_part[survivors] == g])
+    return np.sort(np.concatenate(kept))
+
+
+def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
+    """undominated's comparison of every pair: rows are taken best first, so a
+    dominator always comes before what it dominates, and each block is checked
+    against the kept rows and itself."""
     if len(points) == 0:
         return np.zeros(0, dtype=np.int64)
     rest = points[:, 2:].sum(axis=1) if points.shape[1] > 2 else np.zeros(len(points))
@@ -185,7 +220,8 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
     ranked = points[order]
     kept: list[np.ndarray] = []
     frontier = np.zeros((0, points.shape[1]))
-    earlier_all = np.triu(np.ones((chunk, chunk), dtype=bool), k=1)  # a before b
+    size = min(chunk, len(points))
+    earlier_all = np.triu(np.ones((size, size), dtype=bool), k=1)  # a before b
 
     def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
         """beats[i, k]: row a[i] dominates row b[k]."""

@@ -28,6 +28,10 @@ from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
+# Where the first, restricted solve aims between a known plan's value and the
+# relaxation's bound (0: the bound, 1: the known plan). Measured on
+# benchmarks/fleet.py --heavy: see _Program's use in solve.
+RESTRICTED_FRACTION = 0.3
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,32 @@ def solve(
     none = np.zeros(0, dtype=np.int64)
     if status != OPTIMAL:
         return ProgramResult(status, none, math.nan, size, 0)
-    kept = _competitive(bound, reduced, float(weight[greedy].sum()))
+    known = float(weight[greedy].sum())
     program = _Program(weight, cost, one_each, resources, bounds, time_limit_s)
-    status, first = program.solve(kept, maximise=True, start=greedy)
+    # First over the columns that can be in a plan worth `target`, between the
+    # known plan and the bound: an optimum there worth at least `target` is the
+    # optimum of all (every column left out is in plans worth less); else it
+    # starts the solve over every column that can beat it. Worth it only where it
+    # leaves out most of the columns, else that second solve repeats most of the work.
+    target = bound - RESTRICTED_FRACTION * (bound - known)
+    restricted = _competitive(bound, reduced, target)
+    if len(restricted) > 0.5 * len(_competitive(bound, reduced, known)):
+        target, restricted = known, _competitive(bound, reduced, known)
+    status, first = program.solve(restricted, maximise=True, start=greedy)
+    if first is not None and float(weight[first].sum()) < target:
+        known = float(weight[first].sum())
+        status, first = program.solve(
+            _competitive(bound, reduced, known), maximise=True, start=first
+        )
+    kept = _competitive(bound, reduced, known)
     if first is None:
         return ProgramResult(status, none, math.nan, len(kept), program.rows)
     best = float(weight[first].sum())
     floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
     # The second solve ranges over plans worth at least `floor`: fewer columns compete.
     near = _competitive(bound, reduced, floor)
-    status, second = program.solve(near, maximise=False, floor=floor, start=first)
+    start = _cheaper(weight, cost, owner, resources, bounds, first, near)
+    status, second = program.solve(near, maximise=False, floor=floor, start=start)
     if second is None:
         return ProgramResult(status, none, math.nan, len(kept), program.rows)
     return ProgramResult(
@@ -153,6 +173,35 @@ class _Program:
         return OPTIMAL, None
 
 
+def _cheaper(
+    weight: FloatArray,
+    cost: FloatArray,
+    owner: np.ndarray,
+    resources: Any,
+    capacity: FloatArray,
+    plan: np.ndarray,
+    columns: np.ndarray,
+) -> np.ndarray:
+    """The plan with, job by job, its pick replaced by the cheapest of its columns
+    worth no less that still fits: the same value at a cost no higher, where the
+    second solve begins (its time depends much on where it starts)."""
+    dense = resources[:, columns].toarray()
+    at = {int(k): i for i, k in enumerate(columns)}
+    left = capacity - (dense[:, [at[int(k)] for k in plan]].sum(axis=1) if len(plan) else 0.0)
+    out = []
+    for k in (int(k) for k in plan):
+        mine = at[k]
+        same = np.flatnonzero((owner[columns] == owner[k]) & (weight[columns] >= weight[k]))
+        room = left + dense[:, mine]
+        fits = same[(dense[:, same] <= room[:, None] + 1e-9).all(axis=0)]
+        best = int(fits[np.argmin(cost[columns[fits]])]) if fits.size else mine
+        if cost[columns[best]] >= cost[k]:
+            best = mine
+        left = room - dense[:, best]
+        out.append(int(columns[best]))
+    return np.array(sorted(out), dtype=np.int64)
+
+
 def _competitive(bound: float, reduced: FloatArray, value: float) -> np.ndarray:
     """The candidates that can be in a plan worth at least ``value`` (see _relaxation);
     a margin keeps float noise in the duals from dropping one."""
@@ -216,4 +265,35 @@ def _greedy_plan(
             k = fits[np.argmax(weight[fits])]
             left -= dense[:, k]
             picked.append(int(k))
-    return np.array(sorted(picked), dtype=np.int64)
+    return _improve(weight, owner, dense, left, columns, picked)
+
+
+def _improve(
+    weight: FloatArray,
+    owner: np.ndarray,
+    dense: FloatArray,
+    left: FloatArray,
+    columns: list[np.ndarray],
+    picked: list[int],
+) -> np.ndarray:
+    """Local search on a feasible plan: each job in turn moves to its most valuable
+    candidate that fits in what is left plus what its own pick frees, until no move
+    gains. A better starting plan lets _competitive drop more columns: on the
+    heavy benchmark the rounded plan alone left half of them in the program."""
+    current = {int(owner[k]): k for k in picked}
+    for _ in range(10):  # passes; each gains or stops
+        gained = False
+        for j, cols in enumerate(columns):
+            mine = current.get(j)
+            room = left + (dense[:, mine] if mine is not None else 0.0)
+            fits = cols[(dense[:, cols] <= room[:, None] + 1e-9).all(axis=0)]
+            if not fits.size:
+                continue
+            k = int(fits[np.argmax(weight[fits])])
+            if weight[k] > (weight[mine] if mine is not None else 0.0) + 1e-12:
+                left = room - dense[:, k]
+                current[j] = k
+                gained = True
+        if not gained:
+            break
+    return np.array(sorted(current.values()), dtype=np.int64)
