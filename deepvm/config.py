@@ -71,6 +71,15 @@ DEFAULT_CHECKPOINT_STALL_S = 60.0
 
 # Caps on one request (past them it is a mistake that would run for hours).
 MAX_SWEEP_BUDGETS = 100_000
+# Upper bounds of a job's numbers: past them a value is a typo (1e308), and
+# sums and products in the planner overflow. 1e30 FLOPs is 50,000 times the
+# largest published training runs (about 2e25).
+MAX_WORK_FLOPS = 1e30
+MAX_CHECKPOINT_GB = 100_000.0  # 100 TB
+MAX_DEADLINE_H = 1e6  # over a century
+MAX_RESTART_S = 86_400.0  # a day
+MAX_HOURLY_COST = 1e6  # USD/h
+MAX_NODES_CAP = 100_000  # nodes in one cluster (--max-nodes, saturation tables)
 # Names that become store file names (scenarios, instance types) are at most this long.
 MAX_NAME_LENGTH = 120
 
@@ -102,7 +111,7 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.workload, str) or not self.workload.strip():
             raise ParameterError("workload", self.workload, "must be a workload name")
-        _number(self, "checkpoint_gb", low=0.0, optional=True)
+        _number(self, "checkpoint_gb", low=0.0, high=MAX_CHECKPOINT_GB, optional=True)
         _whole(self, "checkpoint_versions", low=1)
         if self.objective not in OBJECTIVES:
             raise ParameterError(
@@ -129,24 +138,33 @@ class JobSpec:
         chosen = POLICIES if ALL_POLICIES in policies else tuple(dict.fromkeys(policies))
         object.__setattr__(self, "policies", tuple(Policy(p) for p in chosen))
         _whole(self, "top", low=1)
-        _number(self, "work_flops", low=0.0, optional=True, strict=True)
-        _number(self, "deadline_h", low=0.0, optional=True, strict=True)
+        _number(self, "work_flops", low=0.0, high=MAX_WORK_FLOPS, optional=True, strict=True)
+        _number(self, "deadline_h", low=0.0, high=MAX_DEADLINE_H, optional=True, strict=True)
         if self.deadline_h is not None and self.objective != Objective.COST:
             raise ParameterError("deadline_h", self.deadline_h, "applies to objective cost only")
-        _number(self, "restart_s", low=0.0)
+        _number(self, "restart_s", low=0.0, high=MAX_RESTART_S)
         _whole(self, "max_nodes", low=1)
 
 
 def _number(
-    spec: JobSpec, name: str, *, low: float, optional: bool = False, strict: bool = False
+    spec: JobSpec,
+    name: str,
+    *,
+    low: float,
+    high: float,
+    optional: bool = False,
+    strict: bool = False,
 ) -> None:
     value = getattr(spec, name)
     if value is None and optional:
         return
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not is_number or not math.isfinite(value) or value < low or (strict and value == low):
+    below = is_number and (value < low or (strict and value == low))
+    if not is_number or not math.isfinite(value) or below or value > high:
         raise ParameterError(
-            name, value, f"must be a finite number {'>' if strict else '>='} {low:g}"
+            name,
+            value,
+            f"must be a finite number {'>' if strict else '>='} {low:g}, at most {high:g}",
         )
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deepvm.catalog import Catalog
+from deepvm.catalog.common import MAX_PEAK_FLOPS
 from deepvm.provenance import measured_kind
 from deepvm.tables import (
     Table,
@@ -111,7 +112,9 @@ def load_throughput(path: str | Path) -> Table:
         {
             "instance_type": text_column(raw, "instance_type", "throughput"),
             "workload": text_column(raw, "workload", "throughput"),
-            "flops": numeric_column(raw, "flops", "throughput", strictly_positive=True),
+            "flops": numeric_column(
+                raw, "flops", "throughput", strictly_positive=True, maximum=MAX_PEAK_FLOPS
+            ),
             "source": np.full(len(raw), f"file {Path(path).name}", dtype=object),
         },
         raw.source_path,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from deepvm.config import MAX_NODES_CAP
 from deepvm.errors import InputError
 from deepvm.tables import Table, as_table
 
@@ -165,8 +166,11 @@ def load_saturation(path: str | Path) -> SaturationModel:
     from deepvm.tables import numeric_column, read_table
 
     df = read_table(path, ("bandwidth_gbps", "workers"), "saturation")
-    bw = numeric_column(df, "bandwidth_gbps", "saturation", strictly_positive=True, key="")
-    workers = numeric_column(df, "workers", "saturation", minimum=1, key="")
+    # Past 100 Tbit/s a NIC, and past the node cap a cluster, is a typo.
+    bw = numeric_column(
+        df, "bandwidth_gbps", "saturation", strictly_positive=True, maximum=100_000, key=""
+    )
+    workers = numeric_column(df, "workers", "saturation", minimum=1, maximum=MAX_NODES_CAP, key="")
     try:
         return SaturationModel.from_points(list(zip(bw, workers, strict=True)))
     except InputError as exc:

@@ -102,7 +102,10 @@ def efficiency(
         tau = np.minimum(tau, np.asarray(work_s, dtype=float))
     with np.errstate(over="ignore", invalid="ignore"):
         segment = np.expm1(safe * (tau + stall)) * (1.0 / safe + restart)
-        eff = np.where(rate > 0, tau / segment, 1.0)
+        # No stall (an empty checkpoint): the interval tends to 0 and tau / segment
+        # to 1 / (1 + rate x restart), its limit.
+        limit = 1.0 / (1.0 + safe * restart)
+        eff = np.where(rate > 0, np.where(tau > 0, tau / segment, limit), 1.0)
     return np.nan_to_num(eff, nan=0.0), tau
 
 
@@ -151,16 +154,21 @@ def simulate(
     is geometric, each costs the time it struck at (an exponential truncated to the
     segment) plus a restart. With ``preemptible_restarts`` a preemption may also
     strike a restart, which then starts over."""
+    if not interval_s > 0:
+        raise ValueError(f"the checkpoint interval must be > 0 s, not {interval_s!r}")
     rng = np.random.default_rng(seed)
     work_s = work_h * 3600.0
     n_full = int(work_s // interval_s)
     tail = work_s - n_full * interval_s
-    lengths = np.array([interval_s] * n_full + ([tail] if tail > 1e-9 else [])) + stall_s
-    total = np.full(runs, float(lengths.sum()))
+    # The segments: n_full of interval + stall, and the tail's (counts, not a list:
+    # a long run with a short interval has billions).
+    segments = [(interval_s + stall_s, n_full)] + ([(tail + stall_s, 1)] if tail > 1e-9 else [])
+    total = np.full(runs, float(sum(length * count for length, count in segments)))
     preemptions = np.zeros(runs, dtype=np.int64)
     if rate_per_s > 0:
-        for length in np.unique(lengths):  # at most two distinct segment lengths
-            count = int(np.sum(lengths == length))
+        for length, count in segments:
+            if count == 0:
+                continue
             p_ok = math.exp(-rate_per_s * length)
             failures = rng.negative_binomial(count, p_ok, size=runs)  # over `count` segments
             k = int(failures.sum())

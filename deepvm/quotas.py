@@ -62,7 +62,7 @@ def load_quotas(path: str | Path | None = None) -> Quotas:
                 f"quotas file {str(source)!r}: row {i + 1}: market={market!r} "
                 f"must be one of {', '.join(MARKETS)}"
             )
-    vcpus = numeric_column(raw, "vcpus", "quotas", minimum=0, key="quota_group")
+    vcpus = numeric_column(raw, "vcpus", "quotas", minimum=0, integer=True, key="quota_group")
     reject_duplicates(table, ["region", "quota_group", "market"], "quotas")
     rows = zip(table["region"], table["quota_group"], table["market"], vcpus, strict=True)
     limits: dict[tuple[str, str], float] = {}

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 from deepvm._datasets import dataset_path
-from deepvm.config import JOB_OPTIONS, JobSpec, Objective
+from deepvm.config import JOB_OPTIONS, MAX_HOURLY_COST, JobSpec, Objective
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH
 from deepvm.planner.fleet_types import PRIORITY_RANGE, RegisteredJob
@@ -100,8 +99,15 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
             names=("workloads",),
         )
     budget = job["budget"]
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf:
-        raise InputError(f"{label}: budget={budget!r} must be a positive number of USD per hour")
+    if (
+        isinstance(budget, bool)
+        or not isinstance(budget, int | float)
+        or not 0 < budget <= MAX_HOURLY_COST
+    ):
+        raise InputError(
+            f"{label}: budget={budget!r} must be a positive number of USD per hour, at most "
+            f"{MAX_HOURLY_COST:g}"
+        )
     priority = job.get("priority", 1.0)
     low, high = PRIORITY_RANGE
     if (

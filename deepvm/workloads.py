@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from deepvm.config import DEFAULT_WORKLOAD as DEFAULT_WORKLOAD
+from deepvm.config import MAX_CHECKPOINT_GB, MAX_WORK_FLOPS
 from deepvm.errors import ParameterError, UnknownWorkloadError
 
 # Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
@@ -90,8 +91,10 @@ def parse_work(text: str, param: str = "work") -> float:
         value = float(match.group(1)) * _WORK_UNITS[unit]
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:
-        raise ParameterError(param, text, "must be a positive, finite amount of work")
+    if not 0 < value <= MAX_WORK_FLOPS:
+        raise ParameterError(
+            param, text, f"must be a positive amount of work, at most {MAX_WORK_FLOPS:g} FLOPs"
+        )
     return value
 
 
@@ -127,7 +130,15 @@ def training_work(
     for param, value in (("epochs", epochs), ("dataset_size", dataset_size)):
         if not 0 < value < math.inf:
             raise ParameterError(param, value, "must be a positive number")
-    return epochs * dataset_size * get_workload(workload, registry).train_flops_per_sample
+    work = epochs * dataset_size * get_workload(workload, registry).train_flops_per_sample
+    if work > MAX_WORK_FLOPS:
+        raise ParameterError(
+            "epochs",
+            epochs,
+            f"x dataset size {dataset_size:g} x {workload}'s FLOPs per sample is {work:.3g} "
+            f"FLOPs, over the {MAX_WORK_FLOPS:g} a job may have",
+        )
+    return work
 
 
 def get_workload(name: str, workloads: Mapping[str, Workload] | None = None) -> Workload:
@@ -194,21 +205,28 @@ def load_workloads(path: str | Path) -> dict[str, Workload]:
     names = text_column(table, "name", what, key="name")
     table = table.with_columns(name=names)
     reject_duplicates(table, ["name"], what)
+    # Upper bounds: past them a value is a unit mistake (and sums overflow).
     flops = numeric_column(
-        table, "train_flops_per_sample", what, strictly_positive=True, key="name"
+        table, "train_flops_per_sample", what, strictly_positive=True, maximum=1e20, key="name"
     )
-    params = numeric_column(table, "parameters", what, minimum=1, integer=True, key="name")
-    memory = numeric_column(table, "accelerator_memory_gib", what, minimum=0, key="name")
+    params = numeric_column(
+        table, "parameters", what, minimum=1, maximum=1e15, integer=True, key="name"
+    )
+    memory = numeric_column(
+        table, "accelerator_memory_gib", what, minimum=0, maximum=100_000, key="name"
+    )
 
-    def optional(column: str) -> list[float | None]:
+    def optional(column: str, maximum: float) -> list[float | None]:
         if column not in table:
             return [None] * len(table)
         values = numeric_column(
-            table, column, what, strictly_positive=True, allow_missing=True, key="name"
-        )
+            table, column, what, strictly_positive=True, maximum=maximum, allow_missing=True,
+            key="name",
+        )  # fmt: skip
         return [None if math.isnan(v) else float(v) for v in values]
 
-    checkpoint, epoch = optional("checkpoint_gb"), optional("samples_per_epoch")
+    checkpoint = optional("checkpoint_gb", MAX_CHECKPOINT_GB)
+    epoch = optional("samples_per_epoch", 1e15)
     out = dict(WORKLOADS)
     for k, name in enumerate(names):
         if name in WORKLOADS:

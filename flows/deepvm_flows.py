@@ -21,7 +21,14 @@ from prefect.states import Failed
 from pydantic import Field
 
 from deepvm import pipeline
-from deepvm.config import JobSpec, Objective
+from deepvm.config import (
+    MAX_CHECKPOINT_GB,
+    MAX_DEADLINE_H,
+    MAX_HOURLY_COST,
+    MAX_WORK_FLOPS,
+    JobSpec,
+    Objective,
+)
 from deepvm.errors import DeepvmError, ParameterError, SourceUnavailableError
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
@@ -213,14 +220,25 @@ def refresh_prices(
 @_refusals_fail_in_one_line
 def recommend(
     budget: Annotated[
-        float, Field(gt=0, allow_inf_nan=False, description="USD per hour for the whole cluster")
+        float,
+        Field(
+            gt=0,
+            le=MAX_HOURLY_COST,
+            allow_inf_nan=False,
+            description="USD per hour for the whole cluster",
+        ),
     ] = 3.0,
     workload: Annotated[
         WorkloadName, Field(description="the sample workload to plan for")
     ] = DEFAULT_WORKLOAD_CHOICE,
     checkpoint_gb: Annotated[
         float | None,
-        Field(ge=0, allow_inf_nan=False, description="checkpoint size, GB (default: the model's)"),
+        Field(
+            ge=0,
+            le=MAX_CHECKPOINT_GB,
+            allow_inf_nan=False,
+            description="checkpoint size, GB (default: the model's)",
+        ),
     ] = None,
     objective: Annotated[
         Objective,
@@ -241,6 +259,7 @@ def recommend(
         float | None,
         Field(
             gt=0,
+            le=MAX_WORK_FLOPS / PETA,
             allow_inf_nan=False,
             description="or: the work in PFLOP (1 PFLOP = 1e15 FLOP; prefer `work`)",
         ),
@@ -257,6 +276,7 @@ def recommend(
         float | None,
         Field(
             gt=0,
+            le=MAX_DEADLINE_H,
             allow_inf_nan=False,
             description="objective cost: bound on the expected makespan, hours",
         ),
@@ -269,6 +289,7 @@ def recommend(
         float | None,
         Field(
             gt=0,
+            le=MAX_WORK_FLOPS,
             allow_inf_nan=False,
             description="training FLOPs, for API callers (in the form, use work)",
         ),

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from deepvm.config import ALL_POLICIES
+from deepvm.config import ALL_POLICIES, MAX_HOURLY_COST
 from deepvm.planner.policies import POLICIES
 from deepvm.scenarios import scenario_key
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName
@@ -30,6 +30,7 @@ TeamBudget = Annotated[
     float | None,
     Field(
         ge=0,
+        le=MAX_HOURLY_COST,
         allow_inf_nan=False,
         description="the most all jobs' clusters may cost together, USD/h (default: none)",
     ),

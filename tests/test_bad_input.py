@@ -12,6 +12,7 @@ import pytest
 from deepvm.cli import main
 
 LONG = "x" * 200
+SIMULATED = ["simulate", "preemption", "--n-spot", "2", "--interruption-rate", "0.1"]
 
 
 def tree_hash(root: Path) -> dict[str, str]:
@@ -47,6 +48,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "gpt3.toml": '[[job]]\nname = "j"\nworkload = "gpt3"\nbudget = 3.0\n',
         "plain.txt": "not a folder\n",
         "priority.toml": '[[job]]\nname = "j"\nworkload = "tiny"\nbudget = 3.0\npriority = 1e308\n',
+        "throughput-absurd.csv": "instance_type,workload,flops\ng4dn.xlarge,resnet50,1e40\n",
+        "saturation-absurd.csv": "bandwidth_gbps,workers\n1e308,1e308\n",
+        "quotas-fraction.csv": "quota_group,market,vcpus\nG,spot,1.5\n",
+        "checkpoint.toml": '[[workload]]\nname = "w"\ntrain_flops_per_sample = 1e9\n'
+        "parameters = 1000\naccelerator_memory_gib = 4\ncheckpoint_gb = 1e308\n",
+        "budget.toml": '[[job]]\nname = "j"\nworkload = "tiny"\nbudget = 1e308\n',
         "number.csv": "name,train_flops_per_sample,parameters,accelerator_memory_gib\n"
         "5,1e9,1000,4\n",
         "memory.toml": '[[workload]]\nname = "w"\ntrain_flops_per_sample = 1e9\n'
@@ -271,6 +278,43 @@ CASES: list[tuple[list[str], str]] = [
     (["recommend", "--budget", "3", "--sky-yaml", "{dir}/launch.txt"], "must end in .yaml"),
     # a new store is not made for a night refused
     (["nightly", "--store", "{dir}/fresh-store", "--source", "bogus"], "'bogus'"),
+    # numbers at the edge of range, on every command that plans (they overflowed)
+    (["recommend", "--budget", "3", "--checkpoint-gb", "1e308"], "--checkpoint-gb: '1e308'"),
+    (["recommend", "--budget", "3", "--work", "1e308"], "--work: '1e308'"),
+    (["recommend", "--budget", "3", "--restart-s", "1e308"], "--restart-s: '1e308'"),
+    (["recommend", "--budget", "1e308"], "--budget: '1e308'"),
+    (["sweep", "--budgets", "1,1e308"], "budgets go up to"),
+    (["sweep", "--budgets", "1,2", "--checkpoint-gb", "1e308"], "--checkpoint-gb: '1e308'"),
+    (["compare", "--budget", "3", "--work", "1e18", "--checkpoint-gb", "1e308"], "'1e308'"),
+    (["compare", "--budget", "3", "--work", "1e18", "--deadline-h", "1e308"], "'1e308'"),
+    (["fleet", "--team-budget", "1e308"], "--team-budget: '1e308'"),
+    (["fleet", "--scenarios", "{dir}/budget.toml"], "budget=1e+308 must be"),
+    ([*SIMULATED, "--work-hours", "1e308"], "--work-hours: '1e308'"),
+    ([*SIMULATED, "--work-hours", "1", "--checkpoint-stall-s", "0"], "--checkpoint-interval-s"),
+    ([*SIMULATED, "--work-hours", "1", "--workload", "gpt2"], "--workload describes a config"),
+    # file values past any plausible range (one ended in a failed verification)
+    (["recommend", "--budget", "3", "--throughput", "{dir}/throughput-absurd.csv"], "1e+40"),
+    (["recommend", "--budget", "3", "--saturation", "{dir}/saturation-absurd.csv"], "1e+308"),
+    (["recommend", "--budget", "3", "--quotas", "{dir}/quotas-fraction.csv"], "vcpus=1.5"),
+    (["workloads", "--workloads", "{dir}/checkpoint.toml"], "checkpoint_gb=1e+308"),
+    # a source's own option given for another source was ignored
+    (["prices", "refresh", "--store", "{store}", "--skypilot-csv", "v.csv"], "the skypilot price"),
+    (
+        ["prices", "refresh", "--store", "{store}", "--spot-advisor-url", "f.json"],
+        "--source spot-advisor",
+    ),
+    (["nightly", "--store", "{store}", "--skypilot-csv", "v.csv"], "the skypilot price"),
+    (["nightly", "--store", "{store}", "--team-budget", "1e308"], "--team-budget: '1e308'"),
+    (["nightly", "--store", "{store}", "--spot-advisor-url", ""], "--spot-advisor-url: '' is"),
+    # empty paths read as "not given" before
+    (["recommend", "--budget", "3", "--catalog", ""], "--catalog: '' is empty"),
+    (["recommend", "--budget", "3", "--sky-yaml", ""], "--sky-yaml '' must end in .yaml"),
+    (["recommend", "--budget", "3", "--columns", ""], "no column is not a column"),
+    (["fleet", "--sky-yaml", ""], "--sky-yaml '' is empty"),
+    (["fleet", "--scenarios", ""], "--scenarios: '' is empty"),
+    (["sweep", "--budgets", "1,2", "--out", ""], "--out '' must end in .parquet"),
+    (["workloads", "--workloads", ""], "--workloads: '' is empty"),
+    (["fit", "--scaling", ""], "--scaling: '' is empty"),
     # the command itself
     (["bogus"], "'bogus'"),
 ]

@@ -49,6 +49,17 @@ def test_analytic_matches_simulation_where_first_order_holds(n_spot, monthly, st
     assert analytic.efficiency < 1
 
 
+def test_an_empty_checkpoint_takes_the_limit_of_the_efficiency():
+    """Regression: a zero stall (--checkpoint-gb 0) divided 0 by 0, and `compare`
+    and `simulate preemption` ended in ZeroDivisionError. As the stall tends to 0
+    the efficiency tends to 1 / (1 + rate x restart)."""
+    rate, restart = 1e-4, 300.0
+    a = expected_makespan(10.0, rate, None, 0.0, restart)
+    assert a.efficiency == pytest.approx(1 / (1 + rate * restart))
+    tiny = expected_makespan(10.0, rate, None, 1e-9, restart)
+    assert a.efficiency == pytest.approx(tiny.efficiency, rel=1e-3)
+
+
 def test_more_spot_nodes_take_longer():
     spans = [
         expected_makespan(10, cluster_rate_per_s(n, 0.1), None, 60, 300).makespan_h

@@ -83,6 +83,13 @@ def get_source(
     """A source by name: snapshot, aws, azure, skypilot, or a catalog file path."""
     from deepvm.errors import InputError, ParameterError
 
+    if skypilot_csv is not None and name != "skypilot":  # refused, not ignored
+        raise ParameterError(
+            "skypilot_csv",
+            skypilot_csv,
+            f"is the file of the skypilot price source, and the source is {name!r}: "
+            "choose the skypilot source, or give no SkyPilot file",
+        )
     if name == "snapshot":
         return SnapshotSource()
     if name == "azure":

@@ -21,7 +21,13 @@ from deepvm.config import (
     DEFAULT_TOP,
     DEFAULT_WORKLOAD,
     ENV_STORE,
+    MAX_CHECKPOINT_GB,
+    MAX_DEADLINE_H,
+    MAX_HOURLY_COST,
     MAX_NAME_LENGTH,
+    MAX_NODES_CAP,
+    MAX_RESTART_S,
+    MAX_WORK_FLOPS,
 )
 from deepvm.errors import DeepvmError
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
@@ -31,7 +37,6 @@ QUIET = False  # -q: no progress lines on stderr (set once by main)
 # Caps on what one command may ask for (a request past them is a mistake, and
 # would run for hours or exhaust memory).
 MAX_SIMULATED_RUNS = 1_000_000
-MAX_NODES_CAP = 100_000
 MAX_STEPS = 100_000
 MAX_TIMEOUT_S = 3600.0
 MAX_LOCAL_RANKS = 64
@@ -113,7 +118,17 @@ def name_text(text: str) -> str:
     return text
 
 
+def path_text(text: str) -> str:
+    """An argparse type: a file or folder path, not empty (an empty one would read
+    as not given)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty: give a path")
+    return text
+
+
 POSITIVE = number(gt=0)
+BUDGET = number(gt=0, le=MAX_HOURLY_COST)  # USD/h
+TEAM_BUDGET = number(ge=0, le=MAX_HOURLY_COST)  # USD/h: 0 allowed (nothing runs)
 NON_NEGATIVE = number(ge=0)
 SMALL_COUNT = number(ge=1, le=1000, integer=True)  # --top, checkpoint versions
 NODE_COUNT = number(ge=1, le=MAX_NODES_CAP, integer=True)
@@ -141,6 +156,7 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--catalog",
         metavar="FILE",
+        type=path_text,
         help="instance types and prices "
         "(provider, region, instance_type, quota_group, vcpus, memory_gib, "
         "network_gbps, accelerator_name, accelerator_count, ondemand_price, spot_price)",
@@ -148,15 +164,22 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--throughput",
         metavar="FILE",
+        type=path_text,
         help="measured single-node FLOP/s (instance_type, workload, flops)",
     )
     g.add_argument(
         "--overhead",
         metavar="FILE",
+        type=path_text,
         help="speedup models (instance_type, workload, "
         "model, and a,b,c | p | alpha,beta); '*' matches any",
     )
-    g.add_argument("--quotas", metavar="FILE", help="vCPU quotas (quota_group, market, vcpus)")
+    g.add_argument(
+        "--quotas",
+        metavar="FILE",
+        type=path_text,
+        help="vCPU quotas (quota_group, market, vcpus)",
+    )
     g.add_argument(
         "--region",
         help="plan in this region only (default: every region of the catalog, each with "
@@ -165,12 +188,14 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--saturation",
         metavar="FILE",
+        type=path_text,
         help="network saturation points "
         "(bandwidth_gbps, workers) replacing the shipped N_sat table",
     )
     g.add_argument(
         "--workloads",
         metavar="FILE",
+        type=path_text,
         help="your own workloads (CSV or TOML: name, train_flops_per_sample, parameters, "
         "accelerator_memory_gib per GPU; optional checkpoint_gb, samples_per_epoch), "
         "usable by --workload and the scenarios file",
@@ -178,6 +203,7 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--interruptions",
         metavar="FILE",
+        type=path_text,
         help="spot interruption rates overriding the catalog's (instance_type and "
         "interruption_rate, a monthly fraction, or interruption_bucket, e.g. '5-10%%')",
     )
@@ -231,7 +257,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--checkpoint-gb",
-        type=NON_NEGATIVE,
+        type=number(ge=0, le=MAX_CHECKPOINT_GB),
         metavar="GB",
         help="checkpoint size C in GB (default: the workload's weights + Adam state)",
     )
@@ -252,7 +278,12 @@ def add_job(p: argparse.ArgumentParser) -> None:
         "with --dataset-size; optional --deadline-h) (default: throughput)",
     )
     w = p.add_argument_group("training run and preemption (objectives goodput and cost)")
-    w.add_argument("--work", type=POSITIVE, metavar="FLOPS", help="total training FLOPs, e.g. 1e19")
+    w.add_argument(
+        "--work",
+        type=number(gt=0, le=MAX_WORK_FLOPS),
+        metavar="FLOPS",
+        help="total training FLOPs, e.g. 1e19",
+    )
     w.add_argument(
         "--epochs", type=POSITIVE, help="epochs (with --dataset-size, instead of --work)"
     )
@@ -264,13 +295,13 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument(
         "--deadline-h",
-        type=POSITIVE,
+        type=number(gt=0, le=MAX_DEADLINE_H),
         metavar="HOURS",
         help="objective cost: the expected makespan must be at most this",
     )
     w.add_argument(
         "--restart-s",
-        type=NON_NEGATIVE,
+        type=number(ge=0, le=MAX_RESTART_S),
         default=DEFAULT_RESTART_S,
         metavar="S",
         help="seconds to re-acquire a preempted node before reloading the checkpoint "
@@ -402,14 +433,14 @@ def job_from_args(
 
 def check_outputs(out: str | None, plot: str | None) -> None:
     """Check output paths before any work, so that nothing is half-written."""
-    if out and not out.endswith((".parquet", ".pq")):
+    if out is not None and not out.endswith((".parquet", ".pq")):
         raise DeepvmError(f"--out {out!r} must end in .parquet")
-    if plot and not plot.lower().endswith(".png"):
+    if plot is not None and not plot.lower().endswith(".png"):
         raise DeepvmError(f"--plot {plot!r} must end in .png")
     for flag, path in (("--out", out), ("--plot", plot)):
-        if path:
+        if path is not None:
             check_output_path(flag, path)
-    if plot:
+    if plot is not None:
         from deepvm.plots import check_available
 
         check_available()  # the plot extra is missing: say so before solving anything
@@ -418,6 +449,8 @@ def check_outputs(out: str | None, plot: str | None) -> None:
 def check_output_path(flag: str, path: str, *, folder: bool = False) -> None:
     """An output path that can be written: not a folder (or, for ``folder``, not a
     file), and not under a file."""
+    if not path.strip():
+        raise DeepvmError(f"{flag} {path!r} is empty: give a path")
     target = os.path.abspath(path)
     if os.path.isdir(target) and not folder:
         raise DeepvmError(f"{flag} {path!r} is a folder: give a file name")
@@ -510,7 +543,7 @@ def output_format(args: argparse.Namespace) -> str:
         if chosen not in (None, "json"):
             raise DeepvmError(f"--json and --format {chosen} ask for two formats: give one")
         chosen = "json"
-    if chosen == "json" and getattr(args, "columns", None):
+    if chosen == "json" and getattr(args, "columns", None) is not None:
         raise DeepvmError(
             f"--columns {args.columns!r} picks the columns of a table or CSV; the JSON has "
             "every field: drop --columns, or use --format csv"
@@ -565,7 +598,7 @@ def render_listing(
 
 
 def _picked_columns(text: str | None, known: Sequence[str]) -> list[str]:
-    if not text:
+    if text is None:
         return []
     picked = [c.strip() for c in text.split(",") if c.strip()]
     unknown = [c for c in picked if c not in known]

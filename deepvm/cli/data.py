@@ -13,6 +13,7 @@ from deepvm.cli.common import (
     add_timeout,
     date_text,
     output_format,
+    path_text,
     price_timeout,
     print_json,
     print_listing,
@@ -37,7 +38,9 @@ def add_parsers(sub: Any) -> None:
         "--max-price", type=NON_NEGATIVE, metavar="USD", help="on-demand price at most this"
     )
     add_format(cat, json_help="print JSON")
-    cat.add_argument("--catalog", metavar="FILE", help="a catalog file instead of the snapshot")
+    cat.add_argument(
+        "--catalog", metavar="FILE", type=path_text, help="a catalog file instead of the snapshot"
+    )
     cat.add_argument("--region")
 
     fl = sub.add_parser("flopp", help="FLOP per dollar per instance type and market")
@@ -50,13 +53,16 @@ def add_parsers(sub: Any) -> None:
         help="use the latest benchmarks in this store and write the flopp rows to it",
     )
     add_store_timeout(fl)
-    fl.add_argument("--catalog", metavar="FILE")
-    fl.add_argument("--throughput", metavar="FILE")
+    fl.add_argument("--catalog", metavar="FILE", type=path_text)
+    fl.add_argument("--throughput", metavar="FILE", type=path_text)
     fl.add_argument("--region")
 
     wl = sub.add_parser("workloads", help="list the sample workloads (and your own)")
     wl.add_argument(
-        "--workloads", metavar="FILE", help="also list the workloads this file declares"
+        "--workloads",
+        metavar="FILE",
+        type=path_text,
+        help="also list the workloads this file declares",
     )
     add_format(wl, json_help="print JSON")
 
@@ -74,11 +80,17 @@ def add_prices_parser(sub: Any) -> None:
     ref.add_argument(
         "--spot-advisor-url",
         metavar="URL_OR_PATH",
+        type=path_text,
         help="the Spot Instance Advisor feed for --source spot-advisor (default: AWS's "
         "public feed, " + ADVISOR_URL + "; or a saved copy)",
     )
     ref.add_argument("--regions", metavar="R,R", help="regions to fetch (aws, azure)")
-    ref.add_argument("--skypilot-csv", metavar="PATH_OR_URL", help="a SkyPilot vms.csv")
+    ref.add_argument(
+        "--skypilot-csv",
+        metavar="PATH_OR_URL",
+        type=path_text,
+        help="a SkyPilot vms.csv (with --source skypilot)",
+    )
     ref.add_argument("--store", metavar="URI")
     ref.add_argument("--date", type=date_text, metavar="YYYY-MM-DD")
     add_timeout(ref)
@@ -293,6 +305,13 @@ def cmd_prices(args: argparse.Namespace) -> int:
     from deepvm.store import Store
 
     uri = str(store_location(args, required=True))
+    if args.prices_command == "refresh" and (
+        args.spot_advisor_url is not None and args.source != "spot-advisor"
+    ):
+        raise DeepvmError(
+            f"--spot-advisor-url is the feed of --source spot-advisor (the source is "
+            f"{args.source!r}): add --source spot-advisor, or drop --spot-advisor-url"
+        )
     if args.prices_command == "refresh" and args.source == "spot-advisor":
         return _refresh_spot_advisor(args, uri)
     if args.prices_command == "refresh":

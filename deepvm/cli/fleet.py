@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from deepvm.cli.common import (
-    NON_NEGATIVE,
+    TEAM_BUDGET,
     add_format,
     add_inputs,
     add_store_timeout,
@@ -20,6 +20,7 @@ from deepvm.cli.common import (
     json_text,
     money_text,
     output_format,
+    path_text,
     planner_inputs,
     progress,
     render_listing,
@@ -42,11 +43,12 @@ def add_parsers(sub: Any) -> None:
     fl_.add_argument(
         "--scenarios",
         metavar="FILE",
+        type=path_text,
         help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
     )
     fl_.add_argument(
         "--team-budget",
-        type=NON_NEGATIVE,
+        type=TEAM_BUDGET,
         metavar="USD_PER_HOUR",
         help="the most all the jobs' clusters may cost together per hour (default: none)",
     )
@@ -73,7 +75,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from deepvm.planner.fleet_plan import plan_fleet
     from deepvm.scenarios import load_scenarios
 
-    if args.sky_yaml:
+    if args.sky_yaml is not None:
         check_output_path("--sky-yaml", args.sky_yaml, folder=True)
     inputs = planner_inputs(args)
     jobs = load_scenarios(args.scenarios, inputs.workloads)
@@ -85,7 +87,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         )
     fmt = output_format(args)
     text = json_text(plan.as_dict()) if fmt == "json" else _fleet_listing(args, plan)
-    if args.sky_yaml:  # after the answer is rendered: a bad --columns writes nothing
+    if args.sky_yaml is not None:  # after the answer is rendered: a bad --columns writes nothing
         _write_fleet_launch_files(args.sky_yaml, plan)
     sys.stdout.write(text)
     if fmt != "table":

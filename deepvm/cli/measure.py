@@ -14,6 +14,7 @@ from deepvm.cli.common import (
     check_output_path,
     name_text,
     number,
+    path_text,
     print_json,
     progress,
     store_location,
@@ -84,6 +85,7 @@ def add_parsers(sub: Any) -> None:
     src.add_argument(
         "--scaling",
         metavar="FILE",
+        type=path_text,
         help="instance_type, workload, n_nodes and "
         "duration_s or speedup (CSV or Parquet); default: the store's scaling rows",
     )
@@ -94,7 +96,7 @@ def add_parsers(sub: Any) -> None:
         "and write overhead_models rows to this store",
     )
     add_store_timeout(ft)
-    ft.add_argument("--plot", metavar="DIR", help="write one PNG per group here")
+    ft.add_argument("--plot", metavar="DIR", type=path_text, help="write one PNG per group here")
     ft.add_argument("--json", action="store_true", help="print one JSON object")
 
 

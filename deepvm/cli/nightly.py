@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from deepvm.cli.common import (
-    NON_NEGATIVE,
+    TEAM_BUDGET,
     add_timeout,
     date_text,
+    path_text,
     price_timeout,
     print_json,
     regions_list,
@@ -35,6 +36,7 @@ def add_parsers(sub: Any) -> None:
     nt.add_argument(
         "--scenarios",
         metavar="FILE",
+        type=path_text,
         help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
     )
     nt.add_argument(
@@ -47,10 +49,16 @@ def add_parsers(sub: Any) -> None:
         metavar="R,R",
         help="price regions to fetch (aws, azure); every region is planned",
     )
-    nt.add_argument("--skypilot-csv", metavar="PATH_OR_URL")
+    nt.add_argument(
+        "--skypilot-csv",
+        metavar="PATH_OR_URL",
+        type=path_text,
+        help="a SkyPilot vms.csv (with --source skypilot)",
+    )
     nt.add_argument(
         "--spot-advisor-url",
         metavar="URL_OR_PATH",
+        type=path_text,
         help="also fetch AWS's Spot Instance Advisor feed (interruption buckets, regional "
         "spot savings) before planning: its URL (" + SPOT_ADVISOR_URL + ") or a saved "
         "copy (default: plan on the store's newest feed, else the shipped one)",
@@ -61,11 +69,12 @@ def add_parsers(sub: Any) -> None:
     nt.add_argument(
         "--workloads",
         metavar="FILE",
+        type=path_text,
         help="your own workloads, which the scenarios file's jobs may name (see recommend)",
     )
     nt.add_argument(
         "--team-budget",
-        type=NON_NEGATIVE,
+        type=TEAM_BUDGET,
         metavar="USD_PER_HOUR",
         help="the most all the jobs' clusters may cost together per hour in the fleet "
         "plan (default: none)",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepvm.cli.common import (
-    POSITIVE,
+    BUDGET,
     SMALL_COUNT,
     add_inputs,
     add_job,
@@ -33,6 +33,7 @@ from deepvm.cli.common import (
 from deepvm.cluster import cluster_words
 from deepvm.config import (
     DEFAULT_TOP,
+    MAX_HOURLY_COST,
     MAX_SWEEP_BUDGETS,
 )
 from deepvm.errors import DeepvmError, InputError
@@ -47,7 +48,7 @@ def add_parsers(sub: Any) -> None:
     )
     rec.add_argument(
         "--budget",
-        type=POSITIVE,
+        type=BUDGET,
         required=True,
         metavar="USD_PER_HOUR",
         help="the most you pay per hour for the whole cluster",
@@ -123,7 +124,7 @@ def add_parsers(sub: Any) -> None:
         "clusters next to cost-first and performance-first, for a fixed amount of work "
         "(the DeepVM paper's AWS comparison).",
     )
-    cmp_.add_argument("--budget", type=POSITIVE, required=True, metavar="USD_PER_HOUR")
+    cmp_.add_argument("--budget", type=BUDGET, required=True, metavar="USD_PER_HOUR")
     cmp_.add_argument(
         "--top",
         type=SMALL_COUNT,
@@ -186,7 +187,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from deepvm.planner import recommend
 
     store = writable_store(store_location(args, required=False))
-    if args.sky_yaml:
+    if args.sky_yaml is not None:
         _check_yaml_path(args.sky_yaml)
     inputs = planner_inputs(args, store)
     job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
@@ -195,7 +196,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     # The answer is rendered before anything is written: a bad --columns writes nothing.
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
     text = _recommend_text(args, fmt, result, recs)
-    if args.sky_yaml:
+    if args.sky_yaml is not None:
         _write_launch_files(args.sky_yaml, result, result.recommendations[0].as_dict())
     written = None
     if store:
@@ -479,4 +480,6 @@ def parse_budgets(spec: str) -> list[float]:
         ) from None
     if not values or any(v < 0 for v in values) or max(values) <= 0:
         raise InputError(f"--budgets {spec!r} must be budgets >= 0 with at least one > 0")
+    if max(values) > MAX_HOURLY_COST:
+        raise InputError(f"--budgets {spec!r}: budgets go up to {MAX_HOURLY_COST:g} USD/h")
     return values

@@ -10,8 +10,6 @@ from deepvm.cli.common import (
     MAX_NODES_CAP,
     MAX_SIMULATED_RUNS,
     NODE_COUNT,
-    NON_NEGATIVE,
-    POSITIVE,
     SMALL_COUNT,
     add_inputs,
     number,
@@ -24,6 +22,11 @@ from deepvm.config import (
     DEFAULT_RESTART_S,
     DEFAULT_SIMULATED_WORKERS,
     DEFAULT_WORKLOAD,
+    MAX_CHECKPOINT_GB,
+    MAX_DEADLINE_H,
+    MAX_HOURLY_COST,
+    MAX_RESTART_S,
+    MAX_WORK_FLOPS,
 )
 from deepvm.errors import DeepvmError
 
@@ -52,7 +55,7 @@ def add_parsers(sub: Any) -> None:
     )
     explicit.add_argument(
         "--checkpoint-stall-s",
-        type=NON_NEGATIVE,
+        type=number(ge=0, le=MAX_RESTART_S),
         help=f"seconds a checkpoint stalls training (default: {DEFAULT_CHECKPOINT_STALL_S:g}, "
         "or the model's for "
         "--instance-type)",
@@ -82,7 +85,7 @@ def add_parsers(sub: Any) -> None:
         help="tiering: nodes",
     )
     config.add_argument("--workload", default=DEFAULT_WORKLOAD)
-    config.add_argument("--checkpoint-gb", type=NON_NEGATIVE, metavar="GB")
+    config.add_argument("--checkpoint-gb", type=number(ge=0, le=MAX_CHECKPOINT_GB), metavar="GB")
     config.add_argument(
         "--checkpoint-versions",
         type=SMALL_COUNT,
@@ -90,29 +93,32 @@ def add_parsers(sub: Any) -> None:
         metavar="K",
     )
     config.add_argument(
-        "--work", type=POSITIVE, metavar="FLOPS", help="total FLOPs (instead of --work-hours)"
+        "--work",
+        type=number(gt=0, le=MAX_WORK_FLOPS),
+        metavar="FLOPS",
+        help="total FLOPs (instead of --work-hours)",
     )
     add_inputs(pre)
     pre.add_argument(
         "--work-hours",
-        type=POSITIVE,
+        type=number(gt=0, le=MAX_DEADLINE_H),
         help="failure-free compute time of the run, hours",
     )
     pre.add_argument(
         "--checkpoint-interval-s",
-        type=POSITIVE,
+        type=number(gt=0, le=MAX_DEADLINE_H * 3600),
         help="seconds of work between checkpoints (default: Young/Daly)",
     )
     pre.add_argument(
         "--restart-s",
-        type=NON_NEGATIVE,
+        type=number(ge=0, le=MAX_RESTART_S),
         default=DEFAULT_RESTART_S,
         help=f"seconds to re-acquire a node (default: {DEFAULT_RESTART_S:g}; with "
         "--instance-type the checkpoint reload is added)",
     )
     pre.add_argument(
         "--hourly-cost",
-        type=NON_NEGATIVE,
+        type=number(ge=0, le=MAX_HOURLY_COST),
         help="USD/h, for cost_mean (default: 0, or the configuration's price)",
     )
     pre.add_argument(
@@ -172,6 +178,25 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     )
 
 
+# Options of "a configuration from the catalog" and their defaults.
+CATALOG_ONLY: dict[str, Any] = {
+    "--architecture": "single_anchor",
+    "--n-workers": None,
+    "--remote-type": None,
+    "--n-remote": 1,
+    "--workload": DEFAULT_WORKLOAD,
+    "--checkpoint-gb": None,
+    "--checkpoint-versions": DEFAULT_CHECKPOINT_VERSIONS,
+    "--work": None,
+    **dict.fromkeys(
+        ("--catalog", "--throughput", "--overhead", "--quotas", "--region", "--saturation",
+         "--workloads", "--interruptions"),
+        None,
+    ),
+    "--spot-price": "zone",
+}  # fmt: skip
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
 
@@ -184,6 +209,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.checkpoint_stall_s is not None:
             case = replace(case, stall_s=args.checkpoint_stall_s)
     else:
+        # The catalog configuration's options say nothing without --instance-type.
+        unused = [
+            flag
+            for flag, default in CATALOG_ONLY.items()
+            if getattr(args, flag.lstrip("-").replace("-", "_"), default) != default
+        ]
+        if unused:
+            raise DeepvmError(
+                f"{unused[0]} describes a configuration from the catalog: give it with "
+                "--instance-type TYPE, or drop it"
+            )
         if args.n_spot is None or args.interruption_rate is None or args.work_hours is None:
             raise DeepvmError(
                 "simulate needs --n-spot, --interruption-rate and --work-hours, or --instance-type"
@@ -218,6 +254,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if not ok:
             raise DeepvmError(message)
     rate = case.rate_per_s
+    if case.stall_s == 0 and rate > 0 and args.checkpoint_interval_s is None:
+        raise DeepvmError(
+            "a checkpoint stall of 0 s (--checkpoint-stall-s 0, or --checkpoint-gb 0) makes "
+            "Young/Daly's checkpoint interval 0 s (checkpoint continuously), which cannot be "
+            "simulated: give --checkpoint-interval-s"
+        )
     analytic = expected_makespan(
         case.work_hours, rate, args.checkpoint_interval_s, case.stall_s, case.restart_s
     )

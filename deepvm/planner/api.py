@@ -14,6 +14,7 @@ from deepvm.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
     JOB_OPTIONS,
+    MAX_HOURLY_COST,
     MAX_SWEEP_BUDGETS,
     JobSpec,
     Objective,
@@ -166,8 +167,15 @@ def checkpoint_needs(
 
 
 def _check_budget(budget: float, name: str = "budget", *, allow_zero: bool = False) -> float:
-    if not math.isfinite(budget) or budget < 0 or (budget == 0 and not allow_zero):
-        raise ParameterError(name, budget, "must be a positive number of USD per hour")
+    if (
+        not math.isfinite(budget)
+        or budget < 0
+        or (budget == 0 and not allow_zero)
+        or budget > MAX_HOURLY_COST
+    ):
+        raise ParameterError(
+            name, budget, f"must be a positive number of USD per hour, at most {MAX_HOURLY_COST:g}"
+        )
     return float(budget)
 
 
