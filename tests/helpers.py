@@ -97,15 +97,17 @@ def make_inputs(
     regional: dict[tuple[str, str, str], float] | None = None,
     overhead: pd.DataFrame | None = None,
     saturation: SaturationModel | None = None,
+    units: dict[str, str] | None = None,
 ):  # type: ignore[no-untyped-def]
-    """The planner's Inputs for a small catalog (what the fleet planner takes)."""
+    """The planner's Inputs for a small catalog (what the fleet planner takes);
+    ``units``: quota keys counted in another unit than vCPUs (GPUs)."""
     from deepvm.planner import Inputs
     from deepvm.tables import Table
 
     catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
     return Inputs(
         catalog,
-        Quotas(quotas or {}, regional or {}),
+        Quotas(quotas or {}, regional or {}, units or {}),
         overhead_tables=(Table.from_frame(overhead),) if overhead is not None else (),
         saturation=saturation or SaturationModel(),
     )

@@ -2,6 +2,7 @@
 combination of every job's feasible clusters, on small fleets with tight quotas."""
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -16,6 +17,7 @@ from deepvm.planner.exhaustive import enumerate_feasible
 from deepvm.planner.fleet_options import undominated
 from deepvm.planner.fleet_plan import plan_fleet
 from deepvm.planner.fleet_types import RegisteredJob
+from deepvm.quotas import Quotas
 from deepvm.store import Store
 
 MAX_NODES = 6
@@ -32,23 +34,36 @@ def reference_score(fleet, config, objective):
     return 3600 * flops / p
 
 
-def reference_usage(fleet, config):
-    """vCPUs per (region, group, market), from the architectures' definitions."""
+def reference_usage(fleet, config, rows, units):
+    """Each quota's use per (region, key, market), from the architectures'
+    definitions and the catalog rows' quota columns: a GPU key counts GPUs, every
+    other key vCPUs, and a row's regional key the vCPUs of the same nodes."""
     i, n = config.worker, config.n_workers
-    region = fleet.gpu_region_of(i)
     spot = (
         n - 1
         if config.architecture == SINGLE_ANCHOR
         else (0 if config.architecture == ON_DEMAND else n)
     )
     out = {}
+
+    def add(row, market, count):
+        first = row.get("spot_quota_group") or row["quota_group"]
+        group = first if market == "spot" else row["quota_group"]
+        per_node = row["accelerator_count"] if units.get(group) == "gpus" else row["vcpus"]
+        regional = row.get(
+            "spot_regional_quota_group" if market == "spot" else "regional_quota_group"
+        )
+        for key, amount in (((row["region"], group, market), per_node),
+                            ((row["region"], regional, market), row["vcpus"])):  # fmt: skip
+            if key[1] and count * amount:
+                out[key] = out.get(key, 0) + count * amount
+
+    gpu = rows[fleet.gpu_types[i], fleet.gpu_region_of(i)]
     for market, count in (("spot", spot), ("on_demand", n - spot)):
-        if count:
-            key = (region, fleet.gpu_group[i], market)
-            out[key] = out.get(key, 0) + count * fleet.gpu_vcpus[i]
+        add(gpu, market, count)
     if config.remote is not None:
-        key = (fleet.cpu_region_of(config.remote), fleet.cpu_group[config.remote], "on_demand")
-        out[key] = out.get(key, 0) + config.n_remote * fleet.cpu_vcpus[config.remote]
+        remote = rows[fleet.cpu_types[config.remote], fleet.cpu_region_of(config.remote)]
+        add(remote, "on_demand", config.n_remote)
     return out
 
 
@@ -106,6 +121,14 @@ def fleets(draw):
                 region=draw(st.sampled_from(regions)),
             )
         )
+        if draw(st.integers(0, 2)) == 0:  # a GCP-like type: quotas in GPUs and regional vCPUs
+            rows[-1].update(
+                quota_group="NVIDIA_X_GPUS",
+                spot_quota_group="PREEMPTIBLE_NVIDIA_X_GPUS",
+                accelerator_count=draw(st.sampled_from([1, 2, 4])),
+                regional_quota_group="CPUS",
+                spot_regional_quota_group="PREEMPTIBLE_CPUS",
+            )
         models.append(
             {
                 "instance_type": f"g{i}",
@@ -125,14 +148,22 @@ def fleets(draw):
                 region=draw(st.sampled_from(regions)),
             )
         )
+        if draw(st.integers(0, 2)) == 0:
+            rows[-1].update(regional_quota_group="CPUS")
     quotas = {
         (g, m): draw(st.sampled_from([8, 16, 24, 32]))
         for g in ("G", "P", "standard")
         for m in ("spot", "on_demand")
     }
+    quotas["NVIDIA_X_GPUS", "on_demand"] = draw(st.sampled_from([1, 2, 4, 8]))
+    quotas["PREEMPTIBLE_NVIDIA_X_GPUS", "spot"] = draw(st.sampled_from([2, 4, 8, 16]))
+    quotas["CPUS", "on_demand"] = draw(st.sampled_from([8, 16, 32]))
+    quotas["PREEMPTIBLE_CPUS", "spot"] = draw(st.sampled_from([16, 32]))
     regional = {("r1", "G", "spot"): draw(st.sampled_from([4, 8]))} if len(regions) == 2 else {}
+    units = {"NVIDIA_X_GPUS": "gpus", "PREEMPTIBLE_NVIDIA_X_GPUS": "gpus"}
     overhead = pd.DataFrame(models).assign(source="test")
-    inputs = make_inputs(rows, quotas=quotas, regional=regional, overhead=overhead)
+    inputs = make_inputs(rows, quotas=quotas, regional=regional, overhead=overhead, units=units)
+    by_name = {(r["instance_type"], r["region"]): r for r in rows}
     jobs = [
         RegisteredJob(
             f"job{k}",
@@ -147,35 +178,44 @@ def fleets(draw):
         for k in range(draw(st.integers(2, 4)))
     ]
     team_budget = draw(st.one_of(st.none(), st.integers(50, 1500).map(lambda c: c / 100)))
-    return inputs, jobs, team_budget
+    return inputs, jobs, team_budget, by_name, units
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets())
 def test_fleet_plan_equals_brute_force(case):
-    inputs, jobs, team_budget = case
+    inputs, jobs, team_budget, rows, units = case
     plan = plan_fleet(jobs, inputs, team_budget=team_budget)
     assert plan.status == "optimal"
+
+    def quota(key):
+        region, group, market = key
+        return inputs.quotas.limit(group, market, region)
 
     options, priorities, feasible_of = [], [], []
     for fj in jobs:
         fleet = inputs.offers("resnet50")
         planner, job = job_planner(fj.spec, fleet, fj.budget, None)
         objective = fj.spec.objective
-        feasible = enumerate_feasible(
-            planner.offers, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
-        )
+        # Every cluster within the budget, quotas aside (no quota limits), then
+        # kept where its own use, counted here, fits every quota.
+        unlimited = replace(planner.offers, quotas=Quotas())
+        feasible = [
+            (c, cost)
+            for c, cost in enumerate_feasible(
+                unlimited, job, fj.budget, architectures=ARCHS[objective], max_nodes=MAX_NODES
+            )
+            if all(v <= quota(k) + 1e-9 for k, v in reference_usage(fleet, c, rows, units).items())
+        ]
         feasible_of.append(feasible)
         scored = [(c, cost, reference_score(fleet, c, objective)) for c, cost in feasible]
         solo = max((s for _, _, s in scored), default=None)
         options.append(
-            [(s / solo, cost, reference_usage(fleet, c)) for c, cost, s in scored] if solo else []
+            [(s / solo, cost, reference_usage(fleet, c, rows, units)) for c, cost, s in scored]
+            if solo
+            else []
         )
         priorities.append(fj.priority)
-
-    def quota(key):
-        region, group, market = key
-        return inputs.quotas.limit(group, market, region)
 
     want_value, want_cost = brute_force(options, priorities, quota, team_budget)
     assert plan.objective_value == pytest.approx(want_value, rel=1e-6, abs=1e-9)
@@ -198,7 +238,7 @@ def test_fleet_plan_equals_brute_force(case):
                 and (c.remote is None or fleet.cpu_types[c.remote] == p.cluster.remote_type)
                 and c.n_remote == p.cluster.n_remote
             )
-            for key, vcpus in reference_usage(fleet, config).items():
+            for key, vcpus in reference_usage(fleet, config, rows, units).items():
                 used[key] = used.get(key, 0) + vcpus
         else:
             assert p.value == 0 and p.cluster is None

@@ -137,6 +137,9 @@ MIN_PEAK_FLOPS = 1e9
 MAX_PEAK_FLOPS = 1e17
 
 
+QUOTA_KEY_COLUMNS = ("spot_quota_group", "regional_quota_group", "spot_regional_quota_group")
+
+
 def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) -> Table:
     """Check a raw catalog table and return it normalised (types, optional columns)."""
     what = "catalog"
@@ -193,6 +196,10 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
         "interruption_source",
         "interruption_date",
         "spot_price_basis",
+        # Quota keys beyond quota_group (deepvm.quotas): the spot market's own key
+        # (GCP's PREEMPTIBLE_*, Azure's regional spot vCPUs; default quota_group)
+        # and a regional vCPU key per market (GCP's CPUS; none by default).
+        *QUOTA_KEY_COLUMNS,
     ):
         out[column] = (
             optional_text(table[column])

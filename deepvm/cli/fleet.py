@@ -175,6 +175,12 @@ def _write_fleet_launch_files(folder: str, plan: Any) -> None:
             progress(f"wrote {written}")
 
 
+def _other_unit(unit: str) -> str:
+    from deepvm.quotas import UNIT_WORDS
+
+    return "" if unit == "vcpus" else f" {UNIT_WORDS[unit]}"
+
+
 def _print_quota_use(plan: Any) -> None:
     print()
     usage = [
@@ -183,8 +189,9 @@ def _print_quota_use(plan: Any) -> None:
             "where": f"{u['quota_group']} {u['market'].replace('_', '-')}"
             + (f" in {u['region']}" if u["region"] else ""),
             "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
-            "vcpus": f"{u['vcpus']:g}",
-            "solo_vcpus": f"{u['solo_vcpus']:g}",
+            # Amounts in another unit than the columns' vCPUs say theirs.
+            "vcpus": f"{u['vcpus']:g}" + _other_unit(u["unit"]),
+            "solo_vcpus": f"{u['solo_vcpus']:g}" + _other_unit(u["unit"]),
         }
         for u in plan.as_dict()["usage"]
     ]

@@ -99,6 +99,9 @@ class Inputs:
     saturation: SaturationModel = field(default_factory=SaturationModel)
     published: Published = field(default_factory=shipped_published)
     workloads: Mapping[str, Workload] = field(default_factory=lambda: dict(WORKLOADS))
+    # Offers per workload, built once: Inputs never change and Offers are immutable
+    # (a sweep or a fleet plans one workload many times).
+    _offers: dict[str, Offers] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def load(cls, *, stored: StoredInputs | None = None, **files: Unpack[InputFiles]) -> Inputs:
@@ -141,16 +144,18 @@ class Inputs:
         )
 
     def offers(self, workload: str) -> Offers:
-        return build_offers(
-            self.catalog,
-            workload,
-            quotas=self.quotas,
-            measured=self.measured,
-            published=self.published,
-            workloads=self.workloads,
-            overhead_tables=self.overhead_tables,
-            saturation=self.saturation,
-        )
+        if workload not in self._offers:
+            self._offers[workload] = build_offers(
+                self.catalog,
+                workload,
+                quotas=self.quotas,
+                measured=self.measured,
+                published=self.published,
+                workloads=self.workloads,
+                overhead_tables=self.overhead_tables,
+                saturation=self.saturation,
+            )
+        return self._offers[workload]
 
 
 def checkpoint_needs(

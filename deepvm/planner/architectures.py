@@ -72,21 +72,17 @@ class Architecture:
 
     def max_workers(
         self,
-        spot_quota: FloatArray,
-        on_demand_quota: FloatArray,
-        vcpus: FloatArray,
+        spot_nodes: FloatArray,
+        on_demand_nodes: FloatArray,
         has_spot: np.ndarray,
         cap: int,
     ) -> npt.NDArray[np.int64]:
-        """The most workers the quotas (vCPUs per market) and ``cap`` allow, per type;
-        0 where the architecture cannot run at all."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            spot_nodes = np.floor(spot_quota / vcpus)
-            od_nodes = np.floor(on_demand_quota / vcpus)
+        """The most workers the quotas (as the most nodes each market's quotas allow,
+        per type) and ``cap`` allow, per type; 0 where the architecture cannot run."""
         if not self.uses_spot:
-            most = od_nodes
+            most = on_demand_nodes
         else:
-            runs = has_spot & (od_nodes >= self.anchors)
+            runs = has_spot & (on_demand_nodes >= self.anchors)
             most = np.where(runs, spot_nodes + self.anchors, 0)
         return np.minimum(most, cap).astype(np.int64)
 

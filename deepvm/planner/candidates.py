@@ -155,28 +155,25 @@ def worker_cost(
     return cost
 
 
-def _quota_column(offers: Offers, market: str) -> FloatArray:
-    """Per GPU type, its quota group's limit in its region (looked up once per
-    distinct (group, region), not once per type)."""
-    regions = offers.gpu_region or ("",) * len(offers.gpu_types)
-    limits: dict[tuple[str, str], float] = {}
+def _most_nodes(offers: Offers, market: str) -> FloatArray:
+    """Per GPU type, the most nodes its quotas allow in ``market`` (each quota in
+    its own unit; looked up once per distinct set of quotas, not once per type)."""
+    limits: dict[int, float] = {}  # by identity: types of one quota set share its tuple
     out = np.empty(len(offers.gpu_types))
-    for i, key in enumerate(zip(offers.gpu_group, regions, strict=True)):
-        if key not in limits:
-            limits[key] = offers.quotas.limit(key[0], market, key[1])
-        out[i] = limits[key]
+    for i in range(len(offers.gpu_types)):
+        uses = offers.gpu_quota_uses(i, market)
+        if id(uses) not in limits:
+            limits[id(uses)] = offers.max_nodes(uses)
+        out[i] = limits[id(uses)]
     return out
 
 
 def node_limits(offers: Offers, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
     """Largest n per GPU type and architecture that the quotas and the cap allow."""
-    spot_q = _quota_column(offers, "spot")
-    od_q = _quota_column(offers, "on_demand")
+    spot_nodes = _most_nodes(offers, "spot")
+    od_nodes = _most_nodes(offers, "on_demand")
     has_spot = np.isfinite(offers.gpu_spot)
-    return {
-        a.name: a.max_workers(spot_q, od_q, offers.gpu_vcpus, has_spot, max_nodes)
-        for a in arch.REGISTRY
-    }
+    return {a.name: a.max_workers(spot_nodes, od_nodes, has_spot, max_nodes) for a in arch.REGISTRY}
 
 
 def build_candidates(

@@ -1,5 +1,5 @@
 """The limits a cluster must keep (docs/ARCHITECTURE.md, "Planning"), one object
-each: the budget, a quota (per region, quota group and market, counted in vCPUs),
+each: the budget, a quota (per region, quota key and market, in its unit: vCPUs or GPUs),
 network saturation of the remote tier, and the remote tier's checkpoint memory.
 
 Each knows whether a cluster breaks it (``broken``: written from the
@@ -33,10 +33,8 @@ from deepvm.planner.candidates import (
     within_budget,
 )
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
-
-# (region, quota group, market): what one quota limit counts.
-QuotaKey = tuple[str, str, str]
-QUOTA_UNIT = "vCPUs"
+from deepvm.quotas import NodeQuota
+from deepvm.quotas import QuotaKey as QuotaKey
 
 
 def remote_nodes_needed(
@@ -76,14 +74,6 @@ class Constraint(Protocol):
     def words(self, f: Offers, c: Config, budget: float) -> str: ...
 
 
-def quota_words(key: QuotaKey, limit: float | None = None) -> str:
-    """A quota by its key, e.g. ``the G spot quota in us-east-1 (128 vCPUs)``."""
-    region, group, market = key
-    where = f" in {region}" if region else ""
-    amount = f" ({limit:g} {QUOTA_UNIT})" if limit is not None else ""
-    return f"the {group} {market.replace('_', '-')} quota{where}{amount}"
-
-
 @dataclass(frozen=True)
 class Budget:
     """The whole cluster's hourly cost within the job's budget."""
@@ -101,9 +91,33 @@ class Budget:
         return f"the budget (${budget:g}/h)"
 
 
+def _broken_uses(f: Offers, uses: tuple[NodeQuota, ...], nodes: float) -> list[NodeQuota]:
+    return [u for u in uses if nodes * u.per_node > f.quotas.key_limit(u.key)]
+
+
+def _usage_parts(
+    uses: list[tuple[NodeQuota, ...]], type_of_row: np.ndarray, nodes: FloatArray
+) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
+    """``usage_rows`` of types whose nodes count against several quotas: one part
+    per slot (a type's first quota, its second, ...), rows of a type without that
+    slot at -1."""
+    parts = []
+    for slot in range(max((len(u) for u in uses), default=0)):
+        keys = [u[slot].key if len(u) > slot else ("", "", "") for u in uses]
+        per_node = np.array([u[slot].per_node if len(u) > slot else 0.0 for u in uses])
+        has = np.array([len(u) > slot for u in uses], dtype=bool)
+        rows = np.asarray(type_of_row, dtype=np.int64)
+        valid = rows >= 0
+        key_of_row = np.where(valid & has[np.maximum(rows, 0)], rows, -1)
+        amount = np.where(valid, nodes * per_node[np.maximum(rows, 0)], 0.0)
+        parts.append((keys, key_of_row, amount))
+    return parts
+
+
 @dataclass(frozen=True)
 class WorkerQuota:
-    """The workers' vCPUs in one market within their quota group's limit there."""
+    """The workers' nodes in one market within every quota they count against
+    there (each in its own unit: vCPUs, or GPUs of a model)."""
 
     market: str  # "spot" or "on_demand"
 
@@ -111,64 +125,65 @@ class WorkerQuota:
     def name(self) -> str:
         return "spot quota" if self.market == "spot" else "on-demand quota"
 
-    def _vcpus(self, f: Offers, c: Config) -> float:
+    def _nodes(self, c: Config) -> float:
         roles = arch.architecture(c.architecture)
         count = roles.n_spot if self.market == "spot" else roles.n_on_demand
-        return float(count(c.n_workers)) * float(f.gpu_vcpus[c.worker])
-
-    def key(self, f: Offers, c: Config) -> QuotaKey:
-        return (f.gpu_region_of(c.worker), f.gpu_group[c.worker], self.market)
+        return float(count(c.n_workers))
 
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
-        return self._vcpus(f, c) > f.gpu_quota(c.worker, self.market)
+        return bool(_broken_uses(f, f.gpu_quota_uses(c.worker, self.market), self._nodes(c)))
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
-        used = self._vcpus(f, c)
-        return {self.key(f, c): used} if used > 0 else {}
+        nodes = self._nodes(c)
+        uses = f.gpu_quota_uses(c.worker, self.market)
+        return {u.key: nodes * u.per_node for u in uses if nodes * u.per_node > 0}
 
     def words(self, f: Offers, c: Config, budget: float) -> str:
-        return quota_words(self.key(f, c), f.gpu_quota(c.worker, self.market))
+        uses = f.gpu_quota_uses(c.worker, self.market)
+        named = _broken_uses(f, uses, self._nodes(c)) or list(uses[:1])
+        return "; ".join(u.words(f.quotas.key_limit(u.key)) for u in named)
 
     def usage_rows(
         self, f: Offers, codes: np.ndarray, worker: np.ndarray, n: np.ndarray, *_: np.ndarray
-    ) -> tuple[list[QuotaKey], np.ndarray, FloatArray]:
-        """``usage`` of many clusters: keys, per row its key's index, and vCPUs."""
-        keys = [(f.gpu_region_of(i), f.gpu_group[i], self.market) for i in range(len(f.gpu_types))]
+    ) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
+        """``usage`` of many clusters: per quota slot, keys, per row its key's index
+        (-1: none) and the amount in the key's unit."""
         nodes = np.zeros(len(n))
         for code, roles in enumerate(arch.REGISTRY):
             at = codes == code
             count = roles.n_spot if self.market == "spot" else roles.n_on_demand
             nodes[at] = count(n[at])
-        return keys, np.asarray(worker, dtype=np.int64), nodes * f.gpu_vcpus[worker]
+        uses = [f.gpu_quota_uses(i, self.market) for i in range(len(f.gpu_types))]
+        return _usage_parts(uses, np.asarray(worker, dtype=np.int64), nodes)
 
 
 @dataclass(frozen=True)
 class RemoteQuota:
-    """The remote tier's on-demand vCPUs within its quota group's limit."""
+    """The remote tier's on-demand nodes within every quota they count against."""
 
     name: str = "remote on-demand quota"
 
-    def key(self, f: Offers, c: Config) -> QuotaKey:
-        assert c.remote is not None
-        return (f.cpu_region_of(c.remote), f.cpu_group[c.remote], "on_demand")
-
-    def _vcpus(self, f: Offers, c: Config) -> float:
+    def _nodes(self, c: Config) -> float:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
             return 0.0
-        return c.n_remote * float(f.cpu_vcpus[c.remote])
+        return float(c.n_remote)
 
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None:
             return False
-        return self._vcpus(f, c) > f.cpu_quota(c.remote, "on_demand")
+        return bool(_broken_uses(f, f.cpu_quota_uses(c.remote), self._nodes(c)))
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
-        used = self._vcpus(f, c)
-        return {self.key(f, c): used} if used > 0 else {}
+        nodes = self._nodes(c)
+        if c.remote is None or nodes == 0:
+            return {}
+        return {u.key: nodes * u.per_node for u in f.cpu_quota_uses(c.remote) if u.per_node > 0}
 
     def words(self, f: Offers, c: Config, budget: float) -> str:
         assert c.remote is not None
-        return quota_words(self.key(f, c), f.cpu_quota(c.remote, "on_demand")) + " (remote tier)"
+        uses = f.cpu_quota_uses(c.remote)
+        named = _broken_uses(f, uses, self._nodes(c)) or list(uses[:1])
+        return "; ".join(u.words(f.quotas.key_limit(u.key)) + " (remote tier)" for u in named)
 
     def usage_rows(
         self,
@@ -178,12 +193,11 @@ class RemoteQuota:
         n: np.ndarray,
         remote: np.ndarray,
         m: np.ndarray,
-    ) -> tuple[list[QuotaKey], np.ndarray, FloatArray]:
-        keys = [(f.cpu_region_of(j), f.cpu_group[j], "on_demand") for j in range(len(f.cpu_types))]
+    ) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
         tiered = np.array([a.remote_tier for a in arch.REGISTRY])[codes] & (remote >= 0)
-        key_of_row = np.where(tiered, remote, -1).astype(np.int64)
-        vcpus = np.where(tiered, f.cpu_vcpus[np.maximum(remote, 0)] if len(f.cpu_types) else 0, 0)
-        return keys, key_of_row, np.asarray(m, dtype=float) * vcpus
+        uses = [f.cpu_quota_uses(j) for j in range(len(f.cpu_types))]
+        type_of_row = np.where(tiered, remote, -1).astype(np.int64)
+        return _usage_parts(uses, type_of_row, np.asarray(m, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -298,16 +312,16 @@ def usage_matrix(
 ) -> tuple[FloatArray, list[QuotaKey]]:
     """``usage`` of many clusters at once (arrays: architecture codes, GPU types,
     worker counts, remote types with -1 for none, remote counts): a rows x keys
-    matrix of vCPUs and its keys, only keys some row uses."""
+    matrix of each key's amount (in its unit) and its keys, only keys some row uses."""
     keys: dict[QuotaKey, int] = {}
     parts = []
     for constraint in CONSTRAINTS:
         rows = getattr(constraint, "usage_rows", None)
         if rows is None:
             continue
-        part_keys, key_of_row, amount = rows(f, codes, worker, n, remote, m)
-        ids = np.array([keys.setdefault(k, len(keys)) for k in part_keys], dtype=np.int64)
-        parts.append((ids, key_of_row, amount))
+        for part_keys, key_of_row, amount in rows(f, codes, worker, n, remote, m):
+            ids = np.array([keys.setdefault(k, len(keys)) for k in part_keys], dtype=np.int64)
+            parts.append((ids, key_of_row, amount))
     matrix = np.zeros((len(n), len(keys)))
     for ids, key_of_row, amount in parts:
         at = np.flatnonzero((key_of_row >= 0) & (amount > 0))
@@ -318,12 +332,20 @@ def usage_matrix(
 
 
 def usage(f: Offers, c: Config) -> dict[QuotaKey, float]:
-    """The cluster's use of every shared limit (quota keys, in vCPUs)."""
+    """The cluster's use of every shared limit (quota keys, each in its unit)."""
     out: dict[QuotaKey, float] = {}
     for constraint in CONSTRAINTS:
         for key, used in constraint.usage(f, c).items():
             out[key] = out.get(key, 0.0) + used
     return out
+
+
+def quota_of(f: Offers, c: Config, key: QuotaKey) -> NodeQuota | None:
+    """The quota ``key`` as the cluster's nodes count against it (its unit and name)."""
+    uses = [*f.gpu_quota_uses(c.worker, "spot"), *f.gpu_quota_uses(c.worker, "on_demand")]
+    if c.remote is not None:
+        uses += f.cpu_quota_uses(c.remote)
+    return next((u for u in uses if u.key == key), None)
 
 
 def words(f: Offers, c: Config, broken: str, budget: float) -> str:

@@ -64,8 +64,7 @@ def remote_upper_bounds(offers: Offers, budget_cap: float | None) -> FloatArray:
     """The most nodes of each CPU type that its quota (and the budget cap) allow."""
     if not len(offers.cpu_types):
         return np.zeros(0)
-    quota = np.array([offers.cpu_quota(j, "on_demand") for j in range(len(offers.cpu_types))])
-    upper = np.floor(quota / offers.cpu_vcpus)
+    upper = np.array([offers.cpu_max_nodes(j) for j in range(len(offers.cpu_types))], dtype=float)
     if budget_cap is not None:
         upper = np.minimum(upper, np.floor(budget_cap / offers.cpu_ondemand + 1e-9))
     return np.minimum(upper, NO_REMOTE_CAP)

@@ -22,6 +22,7 @@ from deepvm.planner.candidates import (
 )
 from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
+from deepvm.quotas import NodeQuota
 
 
 def enumerate_feasible(
@@ -40,8 +41,13 @@ def enumerate_feasible(
     gpu_region = offers.gpu_region or ("",) * len(offers.gpu_types)
     cpu_region = offers.cpu_region or ("",) * len(offers.cpu_types)
     out: list[tuple[Config, float]] = []
-    # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, vCPUs,
-    # quota), for the remote types of i's region (quotas count per region).
+
+    def fits(uses: tuple[NodeQuota, ...], nodes: int) -> bool:
+        """``nodes`` nodes within every quota they count against (in its unit)."""
+        return all(nodes * u.per_node <= q.key_limit(u.key) for u in uses)
+
+    # Per (i, j) facts of the remote side, computed once: (j, N_sat, usable GB, price, its
+    # quotas), for the remote types of i's region (quotas count per region).
     remotes = [
         [
             (
@@ -49,8 +55,7 @@ def enumerate_feasible(
                 int(offers.saturation(min(offers.gpu_gbps[i], offers.cpu_gbps[j]))),
                 REMOTE_MEMORY_FRACTION * float(offers.cpu_memory_gb[j]),
                 float(offers.cpu_ondemand[j]),
-                float(offers.cpu_vcpus[j]),
-                q.limit(offers.cpu_group[j], "on_demand", cpu_region[j]),
+                offers.cpu_quota_uses(j),
             )
             for j in range(len(offers.cpu_types))
             if cpu_region[j] == gpu_region[i]
@@ -60,32 +65,28 @@ def enumerate_feasible(
     for i in range(len(offers.gpu_types)):
         spot = float(offers.gpu_spot[i])
         od = float(offers.gpu_ondemand[i])
-        c = float(offers.gpu_vcpus[i])
-        g, r = offers.gpu_group[i], gpu_region[i]
+        spot_uses = offers.gpu_quota_uses(i, "spot")
+        od_uses = offers.gpu_quota_uses(i, "on_demand")
         has_spot = not math.isnan(spot)
         for n in range(1, max_nodes + 1):
             if SINGLE_ANCHOR in archs and has_spot and n >= 2:
                 cost = od + (n - 1) * spot
-                if (
-                    cost <= limit
-                    and (n - 1) * c <= q.limit(g, "spot", r)
-                    and c <= q.limit(g, "on_demand", r)
-                ):
+                if cost <= limit and fits(spot_uses, n - 1) and fits(od_uses, 1):
                     out.append((Config(SINGLE_ANCHOR, i, n), cost))
             if ON_DEMAND in archs:
                 cost = n * od
-                if cost <= limit and n * c <= q.limit(g, "on_demand", r):
+                if cost <= limit and fits(od_uses, n):
                     out.append((Config(ON_DEMAND, i, n), cost))
             if OBJECT_STORE in archs and has_spot:
                 cost = n * spot + offers.object_store_usd_per_hour
-                if cost <= limit and n * c <= q.limit(g, "spot", r):
+                if cost <= limit and fits(spot_uses, n):
                     out.append((Config(OBJECT_STORE, i, n), cost))
-            if TIERING in archs and has_spot and n * c <= q.limit(g, "spot", r):
-                for j, nsat, mem, price, cj, cap in remotes[i]:
+            if TIERING in archs and has_spot and fits(spot_uses, n):
+                for j, nsat, mem, price, remote_uses in remotes[i]:
                     m = 1
                     while True:
                         cost = n * spot + m * price
-                        if cost > limit or m * cj > cap:
+                        if cost > limit or not fits(remote_uses, m):
                             break
                         if n <= nsat * m and m * mem >= job.remote_memory_needed_gb:
                             out.append((Config(TIERING, i, n, j, m), cost))

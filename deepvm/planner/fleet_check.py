@@ -11,10 +11,11 @@ from dataclasses import replace
 from deepvm.errors import SolverError
 from deepvm.planner.api import Inputs
 from deepvm.planner.candidates import Config, cluster_words, hourly_cost
-from deepvm.planner.constraints import QuotaKey, quota_words, violations
+from deepvm.planner.constraints import QuotaKey, quota_of, violations
 from deepvm.planner.constraints import usage as cluster_usage
 from deepvm.planner.fleet_options import JobState
 from deepvm.planner.fleet_types import JobPlan
+from deepvm.quotas import UNIT_WORDS
 
 # Values this close (relative) to the solo optimum count as reaching it.
 VALUE_RTOL = 1e-7
@@ -48,9 +49,12 @@ def check(
             total += hourly_cost(offers, config)
             for key, vcpus in cluster_usage(offers, config).items():
                 used[key] = used.get(key, 0.0) + vcpus
-    for key, vcpus in used.items():
-        if vcpus > quota_limit(inputs, key) + 1e-6:
-            broken.append(f"quota {'/'.join(key)}: {vcpus:g} vCPUs > {quota_limit(inputs, key):g}")
+    for key, amount in used.items():
+        if amount > quota_limit(inputs, key) + 1e-6:
+            unit = UNIT_WORDS[inputs.quotas.unit(key[1])]
+            broken.append(
+                f"quota {'/'.join(key)}: {amount:g} {unit} > {quota_limit(inputs, key):g}"
+            )
     if team_budget is not None and total > team_budget * (1 + 1e-9) + 1e-9:
         broken.append(f"team budget: ${total:.4f}/h > ${team_budget:g}/h")
     if broken:
@@ -60,7 +64,8 @@ def check(
 def usage(
     work: list[JobState], picks: dict[str, Config | None]
 ) -> dict[QuotaKey, tuple[float, float]]:
-    """Per quota key the shared jobs touch: (fleet vCPUs, solo plans' vCPUs)."""
+    """Per quota key the shared jobs touch: (the fleet's use, the solo plans' use),
+    in the key's unit."""
     out: dict[QuotaKey, list[float]] = {}
     for w in work:
         if not w.job.shared or w.planner is None:
@@ -100,7 +105,9 @@ def explain(
         for key in sorted(solo):
             after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]
             if after > quota_limit(inputs, key) + 1e-6:
-                reasons.append(quota_words(key, quota_limit(inputs, key)))
+                quota = quota_of(offers, w.solo, key)
+                assert quota is not None  # the key is one of the solo cluster's
+                reasons.append(quota.words(quota_limit(inputs, key)))
         if team_budget is not None:
             mine_cost = plan.cluster.hourly_cost if plan.cluster is not None else 0.0
             solo_cost = plan.solo.hourly_cost if plan.solo is not None else 0.0

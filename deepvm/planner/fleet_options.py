@@ -158,7 +158,10 @@ def _remote_options(
         job.remote_memory_needed_gb,
     )  # fmt: skip
     cost_k, vcpus_k = mk * offers.cpu_ondemand[None, :], mk * offers.cpu_vcpus[None, :]
-    groups = np.array(offers.cpu_group, dtype=object)
+    # Rivals count against the same quotas (keys), all in vCPUs for CPU types.
+    groups = np.array(
+        [hash(tuple(u.key for u in offers.cpu_quota_uses(j))) for j in range(len(usable))]
+    )
     order = np.arange(len(usable))
     rivals = (groups[:, None] == groups[None, :]) & (cpu_region[:, None] == cpu_region[None, :])
     rivals &= order[:, None] != order[None, :]  # [other, j]

@@ -130,7 +130,13 @@ def plan_fleet(
         team_budget,
         plans,
         [
-            QuotaUse(*key, usage[key][0], fleet_check.quota_limit(inputs, key), usage[key][1])
+            QuotaUse(
+                *key,
+                usage[key][0],
+                fleet_check.quota_limit(inputs, key),
+                usage[key][1],
+                inputs.quotas.unit(key[1]),
+            )
             for key in sorted(usage)
         ],
         snapshot,

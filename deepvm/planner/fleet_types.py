@@ -119,6 +119,9 @@ class QuotaUse:
     vcpus: float  # what the fleet plan runs
     quota: float  # inf: no limit
     solo_vcpus: float  # what the jobs' solo plans together would ask for
+    # The unit of the three amounts (deepvm.quotas.UNITS): "vcpus", or "gpus" for a
+    # GPU quota (GCP's); the fields keep their first names, from when all were vCPUs.
+    unit: str = "vcpus"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +131,7 @@ class QuotaUse:
             "vcpus": self.vcpus,
             "quota": self.quota if math.isfinite(self.quota) else None,
             "solo_vcpus": self.solo_vcpus,
+            "unit": self.unit,
         }
 
 

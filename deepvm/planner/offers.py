@@ -18,7 +18,7 @@ from deepvm.catalog.common import spot_outliers, spot_saving_pct
 from deepvm.errors import InputError, UnknownWorkloadError
 from deepvm.flopp import Published, node_throughput
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
-from deepvm.quotas import Quotas
+from deepvm.quotas import NodeQuota, Quotas
 from deepvm.tables import Table, as_table
 from deepvm.workloads import WORKLOADS, Workload
 
@@ -73,6 +73,12 @@ class Offers:
     gpu_flops_basis: tuple[str, ...] = ()
     gpu_flops_date: tuple[str | None, ...] = ()
     gpu_rows: Table | None = None
+    # What one node takes of each quota it counts against (deepvm.quotas), per GPU
+    # type and market and per CPU type (on-demand); empty: the type's quota_group
+    # in vCPUs.
+    gpu_quota_spot: tuple[tuple[NodeQuota, ...], ...] = ()
+    gpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...] = ()
+    cpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...] = ()
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -83,12 +89,38 @@ class Offers:
     def cpu_region_of(self, j: int) -> str:
         return self.cpu_region[j] if self.cpu_region else ""
 
-    def gpu_quota(self, i: int, market: str) -> float:
-        """vCPUs GPU type i's quota group may run in its region and ``market``."""
-        return self.quotas.limit(self.gpu_group[i], market, self.gpu_region_of(i))
+    def gpu_quota_uses(self, i: int, market: str) -> tuple[NodeQuota, ...]:
+        """The quotas one node of GPU type i counts against in ``market``."""
+        given = self.gpu_quota_spot if market == "spot" else self.gpu_quota_on_demand
+        if given:
+            return given[i]
+        key = (self.gpu_region_of(i), self.gpu_group[i], market)
+        label = f"{self.gpu_group[i]} {market.replace('_', '-')}"
+        return (NodeQuota(key, float(self.gpu_vcpus[i]), "vcpus", label),)
 
-    def cpu_quota(self, j: int, market: str) -> float:
-        return self.quotas.limit(self.cpu_group[j], market, self.cpu_region_of(j))
+    def cpu_quota_uses(self, j: int) -> tuple[NodeQuota, ...]:
+        """The quotas one (on-demand) node of CPU type j counts against."""
+        if self.cpu_quota_on_demand:
+            return self.cpu_quota_on_demand[j]
+        key = (self.cpu_region_of(j), self.cpu_group[j], "on_demand")
+        return (
+            NodeQuota(key, float(self.cpu_vcpus[j]), "vcpus", f"{self.cpu_group[j]} on-demand"),
+        )
+
+    def max_nodes(self, uses: tuple[NodeQuota, ...]) -> float:
+        """The most nodes the quotas ``uses`` name allow (inf: none limits)."""
+        most = math.inf
+        for use in uses:
+            limit = self.quotas.key_limit(use.key)
+            if use.per_node > 0 and math.isfinite(limit):
+                most = min(most, math.floor(limit / use.per_node + 1e-9))
+        return most
+
+    def gpu_max_nodes(self, i: int, market: str) -> float:
+        return self.max_nodes(self.gpu_quota_uses(i, market))
+
+    def cpu_max_nodes(self, j: int) -> float:
+        return self.max_nodes(self.cpu_quota_uses(j))
 
     @property
     def regions(self) -> list[str]:
@@ -249,4 +281,34 @@ def build_offers(
         gpu_interruption=floats(g, "interruption_rate"),
         workload_spec=spec,
         left_out=left_out,
+        gpu_quota_spot=_quota_uses(g, quotas, "spot"),
+        gpu_quota_on_demand=_quota_uses(g, quotas, "on_demand"),
+        cpu_quota_on_demand=_quota_uses(c, quotas, "on_demand"),
     )
+
+
+def _quota_uses(rows: Table, quotas: Quotas, market: str) -> tuple[tuple[NodeQuota, ...], ...]:
+    """Per catalog row, what one node takes of each quota in ``market`` (the
+    catalog's quota key columns, deepvm.catalog.common.QUOTA_KEY_COLUMNS)."""
+
+    def column(name: str) -> list[str | None]:
+        if name not in rows:
+            return [None] * len(rows)
+        return [v if isinstance(v, str) and v else None for v in rows[name]]
+
+    group, spot_group = list(rows["quota_group"]), column("spot_quota_group")
+    regional = column("spot_regional_quota_group" if market == "spot" else "regional_quota_group")
+    gpus = rows["accelerator_count"].astype(float)
+    vcpus, regions = rows["vcpus"].astype(float), rows["region"]
+    seen: dict[tuple[object, ...], tuple[NodeQuota, ...]] = {}  # types share their quotas
+    out = []
+    for k in range(len(rows)):
+        by_market = spot_group[k] is not None and spot_group[k] != group[k]
+        key = (spot_group[k] or group[k]) if market == "spot" else group[k]
+        args = (str(regions[k]), key, regional[k], float(vcpus[k]), float(gpus[k]), by_market)
+        if args not in seen:
+            seen[args] = quotas.uses(
+                args[0], market, (key, regional[k]), args[3], args[4], named_by_market=by_market
+            )
+        out.append(seen[args])
+    return tuple(out)

@@ -1,0 +1,96 @@
+"""Quotas in each cloud's units (issue 26): GCP counts GPUs per GPU model and
+vCPUs per region, separately for preemptible nodes; the planner, the fleet and
+the explanations count each quota in its own unit and name it so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import cpu_row, gpu_row, make_inputs
+
+from deepvm.cli import main
+from deepvm.config import JobSpec
+from deepvm.errors import InputError
+from deepvm.planner.fleet_plan import plan_fleet
+from deepvm.planner.fleet_types import RegisteredJob
+from deepvm.quotas import load_quotas
+
+HEADER = (
+    "provider,region,instance_type,quota_group,spot_quota_group,regional_quota_group,"
+    "spot_regional_quota_group,vcpus,memory_gib,network_gbps,accelerator_name,"
+    "accelerator_count,accelerator_memory_gib,peak_flops,ondemand_price,spot_price\n"
+)
+ROWS = (
+    "gcp,us-central1,a2-highgpu-1g,NVIDIA_A100_GPUS,PREEMPTIBLE_NVIDIA_A100_GPUS,CPUS,"
+    "PREEMPTIBLE_CPUS,12,85,24,A100,1,40,3.12e14,3.67339,1.80385\n"
+    "gcp,us-central1,n2-highmem-8,N2,,CPUS,PREEMPTIBLE_CPUS,8,64,16,,0,0,,0.5,0.1\n"
+)
+QUOTAS = (
+    "cloud,region,quota_group,market,unit,limit,source\n"
+    "gcp,,NVIDIA_A100_GPUS,on_demand,gpus,4,test\n"
+    "gcp,us-central1,PREEMPTIBLE_NVIDIA_A100_GPUS,spot,gpus,16,test\n"
+    "gcp,,CPUS,on_demand,vcpus,24,test\n"
+    "gcp,,PREEMPTIBLE_CPUS,spot,vcpus,{cpus},test\n"
+)
+
+
+def recommend(tmp_path: Path, capsys: pytest.CaptureFixture[str], cpus: int) -> dict:
+    (tmp_path / "gcp.csv").write_text(HEADER + ROWS)
+    (tmp_path / "q.csv").write_text(QUOTAS.format(cpus=cpus))
+    argv = ["recommend", "--budget", "100", "--top", "1", "--json"]
+    argv += ["--catalog", str(tmp_path / "gcp.csv"), "--quotas", str(tmp_path / "q.csv")]
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)["recommendations"][0]
+
+
+def test_a_gpu_quota_binds_in_gpus(tmp_path, capsys):
+    # 16 preemptible A100s of 1 GPU each, and the on-demand anchor: 17 nodes.
+    rec = recommend(tmp_path, capsys, cpus=400)
+    assert (rec["architecture"], rec["n_spot"], rec["n_on_demand"]) == ("single_anchor", 16, 1)
+    assert rec["binding"] == "the PREEMPTIBLE_NVIDIA_A100_GPUS quota in us-central1 (16 GPUs)"
+
+
+def test_the_regional_vcpu_quota_of_the_same_nodes_binds_in_vcpus(tmp_path, capsys):
+    # 96 preemptible vCPUs / 12 per node = 8 spot nodes, below the 16 GPUs.
+    rec = recommend(tmp_path, capsys, cpus=96)
+    assert (rec["n_spot"], rec["n_on_demand"]) == (8, 1)
+    assert rec["binding"] == "the PREEMPTIBLE_CPUS quota in us-central1 (96 vCPUs)"
+
+
+def test_the_quotas_file_names_cloud_unit_and_limit(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_text(QUOTAS.format(cpus=96))
+    quotas = load_quotas(path)
+    assert quotas.unit("NVIDIA_A100_GPUS") == "gpus" and quotas.unit("CPUS") == "vcpus"
+    assert quotas.limit("PREEMPTIBLE_NVIDIA_A100_GPUS", "spot", "us-central1") == 16
+    assert quotas.limit("PREEMPTIBLE_NVIDIA_A100_GPUS", "spot", "us-east4") == float("inf")
+    path.write_text(QUOTAS.format(cpus=96).replace(",gpus,4,", ",tpus,4,"))
+    with pytest.raises(InputError, match="unit='tpus' must be one of vcpus, gpus"):
+        load_quotas(path)
+
+
+def test_the_fleet_names_a_binding_gpu_quota_with_its_unit():
+    """Two jobs whose solo clusters each take the 16 preemptible GPUs: one is held
+    back, and its binding names the GPU quota in GPUs."""
+    row = gpu_row("a2-highgpu-1g", 3.67, 1.80, vcpus=12, region="us-central1", peak=3e14)
+    row.update(
+        quota_group="NVIDIA_A100_GPUS", spot_quota_group="PREEMPTIBLE_NVIDIA_A100_GPUS"
+    )
+    rows = [row, cpu_row("n2", 0.5, memory_gib=64, region="us-central1")]
+    quotas = {
+        ("NVIDIA_A100_GPUS", "on_demand"): 4,
+        ("PREEMPTIBLE_NVIDIA_A100_GPUS", "spot"): 16,
+    }
+    units = {"NVIDIA_A100_GPUS": "gpus", "PREEMPTIBLE_NVIDIA_A100_GPUS": "gpus"}
+    inputs = make_inputs(rows, quotas=quotas, units=units)
+    spec = JobSpec(max_nodes=32)
+    plan = plan_fleet([RegisteredJob("a", 40.0, spec), RegisteredJob("b", 40.0, spec)], inputs)
+    held = [p for p in plan.jobs if p.value < 1]
+    assert held and all(
+        "the PREEMPTIBLE_NVIDIA_A100_GPUS quota in us-central1 (16 GPUs)" in (p.binding or "")
+        for p in held
+    )
+    spot = {u.quota_group: u for u in plan.usage if u.market == "spot"}
+    assert spot["PREEMPTIBLE_NVIDIA_A100_GPUS"].vcpus <= 16
