@@ -8,6 +8,7 @@ value."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -192,23 +193,47 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
     sparse = sparse[sparse > 0]  # column 0 carries the margin: always compared
     if sparse.size == 0:
         return _pareto(points, chunk, margin)
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     dense = np.setdiff1d(np.arange(points.shape[1]), sparse)
     support = points[:, sparse] > 0
-    together = csr_matrix(support.T.astype(np.int64) @ support.astype(np.int64))
-    count, part = connected_components(together, directed=False)
+    part = _column_groups(support)
     # Each row's group: that of its non-zero columns (all one group); -1 for none.
     row_part = np.where(support.any(axis=1), part[support.argmax(axis=1)], -1)
     empty = np.flatnonzero(row_part < 0)
     kept = [empty[_pareto(points[np.ix_(empty, dense)], chunk, margin)]] if empty.size else []
-    for g in range(count):
-        rows = np.union1d(np.flatnonzero(row_part == g), empty)
+    for g in np.unique(row_part[row_part >= 0]):
+        rows = np.flatnonzero((row_part == g) | (row_part < 0))  # ascending: ties keep the first
         columns = np.concatenate([dense, sparse[part == g]])
         survivors = rows[_pareto(points[np.ix_(rows, columns)], chunk, margin)]
         kept.append(survivors[row_part[survivors] == g])
     return np.sort(np.concatenate(kept))
+
+
+def _column_groups(support: np.ndarray) -> np.ndarray:
+    """Per column, a label shared by the columns that some row joins (connected
+    components of the columns, a row linking its non-zero ones): a union-find over
+    the few distinct (first column, column) pairs."""
+    rows, cols = np.nonzero(support)
+    first = support.argmax(axis=1)
+    parent = list(range(support.shape[1]))
+
+    def root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    width = support.shape[1]
+    for pair in np.unique(first[rows] * width + cols):
+        parent[root(int(pair) // width)] = root(int(pair) % width)
+    return np.array([root(c) for c in range(support.shape[1])], dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _earlier(size: int) -> np.ndarray:
+    """earlier[a, b]: a comes before b (read only: shared between calls)."""
+    out = np.triu(np.ones((size, size), dtype=bool), k=1)
+    out.flags.writeable = False
+    return out
 
 
 def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
@@ -223,8 +248,7 @@ def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
     ranked = points[order]
     kept: list[np.ndarray] = []
     frontier = np.zeros((0, points.shape[1]))
-    size = min(chunk, len(points))
-    earlier_all = np.triu(np.ones((size, size), dtype=bool), k=1)  # a before b
+    earlier_all = _earlier(min(chunk, len(points)))  # a before b
 
     def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
         """beats[i, k]: row a[i] dominates row b[k]."""

@@ -138,8 +138,17 @@ class _Program:
 
         w, c = self.weight[columns], self.cost[columns]
         jobs, shared = self.one_each[:, columns], self.resources[:, columns]
-        blocks = [jobs, shared]
-        upper = [np.ones(jobs.shape[0]), self.capacity]
+        # The cost solve gets only rows that can bind: a job with one column left
+        # is held by the column's own 0/1 bound, and a limit that every column
+        # together keeps cannot bind. Measured (benchmarks/fleet.py --heavy): 1,000
+        # jobs' cost solve 6.6 s with them, 1.6 s without; the value solve is
+        # faster with them (100 jobs: 0.10 s against 0.45 s), so it keeps them.
+        open_jobs, tight = np.arange(jobs.shape[0]), np.arange(shared.shape[0])
+        if floor is not None:
+            open_jobs = np.flatnonzero(jobs.getnnz(axis=1) > 1)
+            tight = np.flatnonzero(np.asarray(shared.sum(axis=1)).ravel() > self.capacity)
+        blocks = [jobs[open_jobs], shared[tight]]
+        upper = [np.ones(len(open_jobs)), self.capacity[tight]]
         if floor is not None:  # value >= floor, as -value <= -floor
             blocks.append(sp.csr_matrix(-w))
             upper.append(np.array([-floor]))
@@ -158,6 +167,7 @@ class _Program:
                 time_limit_s=self.time_limit_s,
                 feasibility_tolerance=tolerance,
                 start=initial,
+                presolve=False,
             )
             if out.status != OPTIMAL:
                 return out.status, None

@@ -48,6 +48,7 @@ def solve(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     feasibility_tolerance: float = 1e-6,
     start: FloatArray | None = None,
+    presolve: bool = False,
 ) -> Solution:
     """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <= 1,
     x binary when ``integer``, to a proven optimum (zero gap). ``start``: a
@@ -68,7 +69,7 @@ def solve(
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("mip_feasibility_tolerance", feasibility_tolerance)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tolerance)
-    if integer:
+    if integer and not presolve:
         # Measured on the fleet's multiple-choice programs (benchmarks/fleet.py, three
         # fleets of 100 jobs): HiGHS's MIP presolve cost more than it saved, 9.9 s of
         # solves with it against 5.8 s without; the answers were the same.
