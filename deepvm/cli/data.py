@@ -8,21 +8,19 @@ from typing import Any
 
 from deepvm.cli.common import (
     NON_NEGATIVE,
-    add_format,
     add_store_timeout,
     add_timeout,
     date_text,
-    output_format,
     path_text,
     price_timeout,
     print_json,
-    print_listing,
     progress,
     regions_list,
     store_location,
     tflops,
     writable_store,
 )
+from deepvm.cli.listing import add_format, output_format, print_listing
 from deepvm.config import (
     DEFAULT_WORKLOAD,
 )

@@ -10,7 +10,6 @@ from typing import Any
 
 from deepvm.cli.common import (
     TEAM_BUDGET,
-    add_format,
     add_inputs,
     add_store_timeout,
     add_time_limit,
@@ -19,14 +18,13 @@ from deepvm.cli.common import (
     hours_text,
     json_text,
     money_text,
-    output_format,
     path_text,
     planner_inputs,
     progress,
-    render_listing,
     table_text,
     tflops,
 )
+from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.plan import check_launch_files
 from deepvm.cluster import cluster_words
 

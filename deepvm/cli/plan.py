@@ -22,14 +22,13 @@ from deepvm.cli.common import (
     job_from_args,
     json_text,
     name_text,
-    output_format,
     planner_inputs,
     progress,
-    render_listing,
     store_location,
     tflops,
     writable_store,
 )
+from deepvm.cli.listing import output_format, render_listing
 from deepvm.cluster import cluster_words
 from deepvm.config import (
     DEFAULT_TOP,
