@@ -75,9 +75,7 @@ def test_the_fleet_names_a_binding_gpu_quota_with_its_unit():
     """Two jobs whose solo clusters each take the 16 preemptible GPUs: one is held
     back, and its binding names the GPU quota in GPUs."""
     row = gpu_row("a2-highgpu-1g", 3.67, 1.80, vcpus=12, region="us-central1", peak=3e14)
-    row.update(
-        quota_group="NVIDIA_A100_GPUS", spot_quota_group="PREEMPTIBLE_NVIDIA_A100_GPUS"
-    )
+    row.update(quota_group="NVIDIA_A100_GPUS", spot_quota_group="PREEMPTIBLE_NVIDIA_A100_GPUS")
     rows = [row, cpu_row("n2", 0.5, memory_gib=64, region="us-central1")]
     quotas = {
         ("NVIDIA_A100_GPUS", "on_demand"): 4,
