@@ -315,6 +315,8 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "--budgets", "1,2", "--out", ""], "--out '' must end in .parquet"),
     (["workloads", "--workloads", ""], "--workloads: '' is empty"),
     (["fit", "--scaling", ""], "--scaling: '' is empty"),
+    # a cloud the catalog lacks
+    (["recommend", "--budget", "3", "--cloud", "gcp"], "no instance types of cloud 'gcp'"),
     # the command itself
     (["bogus"], "'bogus'"),
 ]

@@ -92,3 +92,21 @@ def test_the_fleet_names_a_binding_gpu_quota_with_its_unit():
     )
     spot = {u.quota_group: u for u in plan.usage if u.market == "spot"}
     assert spot["PREEMPTIBLE_NVIDIA_A100_GPUS"].vcpus <= 16
+
+
+def test_cloud_restricts_a_catalog_of_two_clouds(tmp_path, capsys):
+    """A catalog with AWS and GCP rows: --cloud plans in one of them only."""
+    aws = "aws,us-east-1,p4d.24xlarge,P,,,,96,1152,400,A100,8,40,2.5e15,32.77,3.9\n"
+    (tmp_path / "two.csv").write_text(HEADER + ROWS + aws)
+    (tmp_path / "q.csv").write_text(QUOTAS.format(cpus=400) + "aws,,P,spot,vcpus,256,test\n")
+    picked = {}
+    for cloud in ("gcp", "aws"):
+        argv = ["recommend", "--budget", "100", "--top", "1", "--json", "--cloud", cloud]
+        argv += ["--catalog", str(tmp_path / "two.csv"), "--quotas", str(tmp_path / "q.csv")]
+        assert main(argv) == 0
+        rec = json.loads(capsys.readouterr().out)["recommendations"][0]
+        picked[cloud] = (rec["worker_type"], rec["region"])
+    assert picked == {
+        "gcp": ("a2-highgpu-1g", "us-central1"),
+        "aws": ("p4d.24xlarge", "us-east-1"),
+    }

@@ -222,6 +222,20 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
     return checked
 
 
+def in_cloud(catalog: Catalog, cloud: str) -> Catalog:
+    """The catalog's rows of one cloud (its ``provider`` column)."""
+    table = catalog.table
+    clouds = sorted(set(str(p) for p in table["provider"]))
+    if cloud not in clouds:
+        raise InputError(
+            f"the catalog has no instance types of cloud {cloud!r}; its clouds: "
+            f"{', '.join(clouds)} (a catalog file with other clouds' rows: {{catalog}})",
+            names=("catalog",),
+        )
+    rows = np.array([str(p) == cloud for p in table["provider"]], dtype=bool)
+    return Catalog(table.take(rows), f"{catalog.snapshot} ({cloud})")
+
+
 def spot_saving_pct(table: Table) -> npt.NDArray[np.float64]:
     """Each row's spot saving against on-demand in its spot zone, % (NaN: no spot)."""
     spot = table["spot_price"].astype(float)

@@ -181,6 +181,11 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
         help="vCPU quotas (quota_group, market, vcpus)",
     )
     g.add_argument(
+        "--cloud",
+        help="plan in this cloud only (the catalog's provider: aws, gcp, azure; default: "
+        "every cloud of the catalog)",
+    )
+    g.add_argument(
         "--region",
         help="plan in this region only (default: every region of the catalog, each with "
         "its own quotas)",

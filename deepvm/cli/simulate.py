@@ -189,8 +189,8 @@ CATALOG_ONLY: dict[str, Any] = {
     "--checkpoint-versions": DEFAULT_CHECKPOINT_VERSIONS,
     "--work": None,
     **dict.fromkeys(
-        ("--catalog", "--throughput", "--overhead", "--quotas", "--region", "--saturation",
-         "--workloads", "--interruptions"),
+        ("--catalog", "--throughput", "--overhead", "--quotas", "--cloud", "--region",
+         "--saturation", "--workloads", "--interruptions"),
         None,
     ),
     "--spot-price": "zone",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
-from deepvm.catalog.common import with_spot_price
+from deepvm.catalog.common import in_cloud, with_spot_price
 from deepvm.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
@@ -72,6 +72,8 @@ class InputFiles(TypedDict, total=False):
     interruptions: str | Path | None
     workloads: str | Path | None
     region: str | None
+    # The cloud to plan in (the catalog's provider: aws, gcp, azure; None: every one).
+    cloud: str | None
     # What spot prices to plan on: "zone" (each zone's, default) or "regional"
     # (on-demand x (1 - the Advisor's regional average saving)).
     spot_price: str | None
@@ -126,6 +128,8 @@ class Inputs:
             if catalog is None and stored.catalog is not None
             else load_catalog(catalog, region=region)
         )
+        if files.get("cloud") is not None:
+            planned = in_cloud(planned, str(files.get("cloud")))
         if interruptions is not None:
             planned = with_interruptions(planned, load_interruptions(interruptions))
         planned = with_spot_price(planned, files.get("spot_price") or "zone")
