@@ -107,6 +107,10 @@ class JobSpec:
     deadline_h: float | None = None  # objective cost: bound on the expected makespan
     restart_s: float = DEFAULT_RESTART_S
     max_nodes: int = DEFAULT_MAX_NODES
+    # Where the job may run (data locality, credits): clouds (the catalog's
+    # provider) and regions; empty: anywhere in the catalog.
+    clouds: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, str) or not self.workload.strip():
@@ -144,6 +148,14 @@ class JobSpec:
             raise ParameterError("deadline_h", self.deadline_h, "applies to objective cost only")
         _number(self, "restart_s", low=0.0, high=MAX_RESTART_S)
         _whole(self, "max_nodes", low=1)
+        for name in ("clouds", "regions"):
+            value = getattr(self, name)
+            names = (value,) if isinstance(value, str) else value
+            if not isinstance(names, tuple | list) or not all(
+                isinstance(v, str) and v.strip() for v in names
+            ):
+                raise ParameterError(name, value, 'must be a list of names, e.g. ["aws"]')
+            object.__setattr__(self, name, tuple(names))
 
 
 def _number(

@@ -129,6 +129,10 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     }
     policies = options.get("policies", ("all",))  # a registered job shows every policy
     options["policies"] = tuple(policies) if isinstance(policies, list | tuple) else policies
+    for where in ("clouds", "regions"):  # TOML lists: the spec's tuples
+        value = options.get(where)
+        if isinstance(value, list):
+            options[where] = tuple(value)
     try:
         spec = JobSpec(workload=workload, **options)  # type: ignore[arg-type]
     except ParameterError as exc:  # named as the file names it

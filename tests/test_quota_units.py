@@ -110,3 +110,48 @@ def test_cloud_restricts_a_catalog_of_two_clouds(tmp_path, capsys):
         "gcp": ("a2-highgpu-1g", "us-central1"),
         "aws": ("p4d.24xlarge", "us-east-1"),
     }
+
+
+def test_a_registered_job_keeps_to_its_clouds_and_regions(tmp_path, capsys):
+    """The scenarios file's clouds and regions: a job restricted to one cloud (or
+    region) never gets a cluster of another, in the fleet plan as alone, even where
+    the other would be worth more to it."""
+    aws = "aws,us-east-1,p4d.24xlarge,P,,,,96,1152,400,A100,8,40,2.5e15,32.77,3.9\n"
+    (tmp_path / "two.csv").write_text(HEADER + ROWS + aws)
+    (tmp_path / "q.csv").write_text(QUOTAS.format(cpus=400) + "aws,,P,spot,vcpus,256,test\n")
+    (tmp_path / "jobs.toml").write_text(
+        '[[job]]\nname = "gcp-only"\nworkload = "resnet50"\nbudget = 60.0\nclouds = ["gcp"]\n\n'
+        '[[job]]\nname = "central"\nworkload = "resnet50"\nbudget = 60.0\n'
+        'regions = ["us-central1"]\n\n'
+        '[[job]]\nname = "aws-only"\nworkload = "resnet50"\nbudget = 60.0\nclouds = ["aws"]\n'
+    )
+    argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]
+    argv += ["--catalog", str(tmp_path / "two.csv"), "--quotas", str(tmp_path / "q.csv")]
+    assert main(argv) == 0
+    jobs = {j["scenario"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+    assert all(j["planned"] for j in jobs.values())
+    assert jobs["gcp-only"]["region"] == jobs["central"]["region"] == "us-central1"
+    assert jobs["gcp-only"]["worker_type"] == jobs["central"]["worker_type"] == "a2-highgpu-1g"
+    assert (jobs["aws-only"]["region"], jobs["aws-only"]["worker_type"]) == (
+        "us-east-1",
+        "p4d.24xlarge",
+    )
+    # Unrestricted, the p4d cluster is the faster one: the restriction is what kept them.
+    argv = ["recommend", "--budget", "60", "--top", "1", "--json"]
+    argv += ["--catalog", str(tmp_path / "two.csv"), "--quotas", str(tmp_path / "q.csv")]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["recommendations"][0]["region"] == "us-east-1"
+
+
+def test_a_cloud_that_leaves_no_type_is_named(tmp_path, capsys):
+    (tmp_path / "jobs.toml").write_text(
+        '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = ["gcp"]\n'
+    )
+    assert main(["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]) == 0
+    job = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert job["planned"] is False and "gcp" in job["note"] and "leaves no GPU" in job["note"]
+    (tmp_path / "bad.toml").write_text(
+        '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = "gcp"\nregions = [3]\n'
+    )
+    assert main(["fleet", "--scenarios", str(tmp_path / "bad.toml")]) == 2
+    assert "regions" in capsys.readouterr().err

@@ -218,6 +218,8 @@ def job_planner(
 ) -> tuple[Planner, CheckpointNeeds]:
     """The planner of the job ``spec`` on ``offers`` for budgets up to ``budget_cap``
     (recommend, sweep and the fleet plan build it the same way)."""
+    if spec.clouds or spec.regions:
+        offers = offers.within(clouds=spec.clouds, regions=spec.regions)
     job = checkpoint_needs(
         spec.workload, spec.checkpoint_gb, spec.checkpoint_versions, offers.workload_spec
     )

@@ -107,6 +107,52 @@ class Offers:
             NodeQuota(key, float(self.cpu_vcpus[j]), "vcpus", f"{self.cpu_group[j]} on-demand"),
         )
 
+    def within(self, *, clouds: Sequence[str] = (), regions: Sequence[str] = ()) -> Offers:
+        """The offers of the given clouds (the catalog's provider) and regions only
+        (empty: any); remote CPU types stay those of the kept GPU types' regions."""
+        from dataclasses import fields, replace
+
+        providers = (
+            [str(p) for p in self.gpu_rows["provider"]]
+            if self.gpu_rows is not None and "provider" in self.gpu_rows
+            else [""] * len(self.gpu_types)
+        )
+        gpu_keep = np.array(
+            [
+                (not clouds or providers[i] in clouds)
+                and (not regions or self.gpu_region_of(i) in regions)
+                for i in range(len(self.gpu_types))
+            ],
+            dtype=bool,
+        )
+        if not gpu_keep.any():
+            from deepvm.errors import ParameterError
+
+            where = ", ".join([*clouds, *regions])
+            raise ParameterError(
+                "clouds" if clouds else "regions",
+                where,
+                f"leaves no GPU instance type of {self.workload} in the catalog",
+            )
+        kept_regions = {self.gpu_region_of(int(i)) for i in np.flatnonzero(gpu_keep)}
+        cpu_keep = np.array(
+            [self.cpu_region_of(j) in kept_regions for j in range(len(self.cpu_types))],
+            dtype=bool,
+        )
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            keep = gpu_keep if f.name.startswith("gpu_") else cpu_keep
+            value = getattr(self, f.name)
+            if not f.name.startswith(("gpu_", "cpu_")) or value is None or len(value) != len(keep):
+                continue  # empty optional columns stay empty
+            if isinstance(value, Table):
+                changes[f.name] = value.take(keep)
+            elif isinstance(value, np.ndarray):
+                changes[f.name] = value[keep]
+            else:
+                changes[f.name] = tuple(v for v, k in zip(value, keep, strict=True) if k)
+        return replace(self, **changes)
+
     def max_nodes(self, uses: tuple[NodeQuota, ...]) -> float:
         """The most nodes the quotas ``uses`` name allow (inf: none limits)."""
         most = math.inf
