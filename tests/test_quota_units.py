@@ -91,7 +91,9 @@ def test_the_fleet_names_a_binding_gpu_quota_with_its_unit():
         for p in held
     )
     spot = {u.quota_group: u for u in plan.usage if u.market == "spot"}
-    assert spot["PREEMPTIBLE_NVIDIA_A100_GPUS"].vcpus <= 16
+    gpus = spot["PREEMPTIBLE_NVIDIA_A100_GPUS"]
+    assert gpus.vcpus <= 16 and gpus.unit == "gpus"
+    assert gpus.label == "PREEMPTIBLE_NVIDIA_A100_GPUS"  # its name says the market
 
 
 def test_cloud_restricts_a_catalog_of_two_clouds(tmp_path, capsys):

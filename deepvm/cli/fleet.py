@@ -184,7 +184,7 @@ def _print_quota_use(plan: Any) -> None:
     usage = [
         {
             **u,
-            "where": f"{u['quota_group']} {u['market'].replace('_', '-')}"
+            "where": (u["label"] or f"{u['quota_group']} {u['market'].replace('_', '-')}")
             + (f" in {u['region']}" if u["region"] else ""),
             "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
             # Amounts in another unit than the columns' vCPUs say theirs.

@@ -79,6 +79,23 @@ def usage(
     return {key: (v[0], v[1]) for key, v in out.items()}
 
 
+def labels(work: list[JobState], picks: dict[str, Config | None]) -> dict[QuotaKey, str]:
+    """How explanations name each quota key the shared jobs touch (its label:
+    "G spot", or GCP's "PREEMPTIBLE_NVIDIA_A100_GPUS", which says its market)."""
+    out: dict[QuotaKey, str] = {}
+    for w in work:
+        if not w.job.shared or w.planner is None:
+            continue
+        for config in (picks.get(w.job.name), w.solo):
+            if config is None:
+                continue
+            for key in cluster_usage(w.planner.offers, config):
+                quota = quota_of(w.planner.offers, config, key)
+                if quota is not None:
+                    out.setdefault(key, quota.label)
+    return out
+
+
 def explain(
     plans: list[JobPlan],
     work: list[JobState],

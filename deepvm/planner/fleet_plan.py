@@ -124,6 +124,7 @@ def plan_fleet(
     usage = fleet_check.usage(work, picks)
     fleet_check.explain(plans, work, picks, usage, team_budget, inputs)
     snapshot = inputs.catalog.snapshot
+    labels = fleet_check.labels(work, picks)
     return FleetPlan(
         status,
         objective if status == OPTIMAL else math.nan,
@@ -136,6 +137,7 @@ def plan_fleet(
                 fleet_check.quota_limit(inputs, key),
                 usage[key][1],
                 inputs.quotas.unit(key[1]),
+                labels.get(key, ""),
             )
             for key in sorted(usage)
         ],

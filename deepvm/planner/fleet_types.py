@@ -122,6 +122,7 @@ class QuotaUse:
     # The unit of the three amounts (deepvm.quotas.UNITS): "vcpus", or "gpus" for a
     # GPU quota (GCP's); the fields keep their first names, from when all were vCPUs.
     unit: str = "vcpus"
+    label: str = ""  # how explanations name it ("G spot", "PREEMPTIBLE_CPUS")
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +133,7 @@ class QuotaUse:
             "quota": self.quota if math.isfinite(self.quota) else None,
             "solo_vcpus": self.solo_vcpus,
             "unit": self.unit,
+            "label": self.label,
         }
 
 
