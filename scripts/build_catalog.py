@@ -78,7 +78,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import catalog_scaling  # noqa: E402  (scripts/, beside this file)
+import catalog_gcp  # noqa: E402  (scripts/, beside this file)
+import catalog_scaling  # noqa: E402
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS  # noqa: E402
 from deepvm.catalog.spot_advisor import parse_feed  # noqa: E402
@@ -360,6 +361,13 @@ def outputs() -> dict[Path, str]:
             "(snapshot date not recorded; 2025 or later); specs aws-instance-specs.csv; "
             f"interruption buckets and regional savings {ADVISOR_FEED} "
             f"({advisor_source.removeprefix('# source:').strip()})",
+        ),
+        OUT / "catalog-gcp.csv": render(
+            catalog_gcp.gcp_rows(ACCELERATOR_PEAK_FLOPS),
+            "built by scripts/build_catalog.py (scripts/catalog_gcp.py) from datasets/sources: "
+            f"prices {read_source(SOURCES / catalog_gcp.ATTACH)[0]}, GPU part plus host VM "
+            f"({', '.join(catalog_gcp.HOSTS)}); network and GPU memory {catalog_gcp.SPECS} "
+            "(network: estimate)",
         ),
         OUT / "overhead-default.csv": render(
             overhead_rows(catalog),
