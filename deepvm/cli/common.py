@@ -129,6 +129,9 @@ def path_text(text: str) -> str:
 POSITIVE = number(gt=0)
 BUDGET = number(gt=0, le=MAX_HOURLY_COST)  # USD/h
 TEAM_BUDGET = number(ge=0, le=MAX_HOURLY_COST)  # USD/h: 0 allowed (nothing runs)
+WORK_FLOPS = number(gt=0, le=MAX_WORK_FLOPS)
+CHECKPOINT_GB = number(ge=0, le=MAX_CHECKPOINT_GB)
+RESTART_S = number(ge=0, le=MAX_RESTART_S)
 NON_NEGATIVE = number(ge=0)
 SMALL_COUNT = number(ge=1, le=1000, integer=True)  # --top, checkpoint versions
 NODE_COUNT = number(ge=1, le=MAX_NODES_CAP, integer=True)
@@ -262,7 +265,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--checkpoint-gb",
-        type=number(ge=0, le=MAX_CHECKPOINT_GB),
+        type=CHECKPOINT_GB,
         metavar="GB",
         help="checkpoint size C in GB (default: the workload's weights + Adam state)",
     )
@@ -285,7 +288,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("training run and preemption (objectives goodput and cost)")
     w.add_argument(
         "--work",
-        type=number(gt=0, le=MAX_WORK_FLOPS),
+        type=WORK_FLOPS,
         metavar="FLOPS",
         help="total training FLOPs, e.g. 1e19",
     )
@@ -306,7 +309,7 @@ def add_job(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument(
         "--restart-s",
-        type=number(ge=0, le=MAX_RESTART_S),
+        type=RESTART_S,
         default=DEFAULT_RESTART_S,
         metavar="S",
         help="seconds to re-acquire a preempted node before reloading the checkpoint "

@@ -7,10 +7,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deepvm.cli.common import (
+    CHECKPOINT_GB,
     MAX_NODES_CAP,
     MAX_SIMULATED_RUNS,
     NODE_COUNT,
+    RESTART_S,
     SMALL_COUNT,
+    WORK_FLOPS,
     add_inputs,
     number,
     planner_inputs,
@@ -22,11 +25,8 @@ from deepvm.config import (
     DEFAULT_RESTART_S,
     DEFAULT_SIMULATED_WORKERS,
     DEFAULT_WORKLOAD,
-    MAX_CHECKPOINT_GB,
     MAX_DEADLINE_H,
     MAX_HOURLY_COST,
-    MAX_RESTART_S,
-    MAX_WORK_FLOPS,
 )
 from deepvm.errors import DeepvmError
 
@@ -55,11 +55,12 @@ def add_parsers(sub: Any) -> None:
     )
     explicit.add_argument(
         "--checkpoint-stall-s",
-        type=number(ge=0, le=MAX_RESTART_S),
+        type=RESTART_S,
         help=f"seconds a checkpoint stalls training (default: {DEFAULT_CHECKPOINT_STALL_S:g}, "
         "or the model's for "
         "--instance-type)",
     )
+    first_catalog_option = len(pre._actions)
     config = pre.add_argument_group(
         "or a configuration from the catalog (rate, stall, restart and price from the "
         "goodput model)"
@@ -85,7 +86,7 @@ def add_parsers(sub: Any) -> None:
         help="tiering: nodes",
     )
     config.add_argument("--workload", default=DEFAULT_WORKLOAD)
-    config.add_argument("--checkpoint-gb", type=number(ge=0, le=MAX_CHECKPOINT_GB), metavar="GB")
+    config.add_argument("--checkpoint-gb", type=CHECKPOINT_GB, metavar="GB")
     config.add_argument(
         "--checkpoint-versions",
         type=SMALL_COUNT,
@@ -94,11 +95,20 @@ def add_parsers(sub: Any) -> None:
     )
     config.add_argument(
         "--work",
-        type=number(gt=0, le=MAX_WORK_FLOPS),
+        type=WORK_FLOPS,
         metavar="FLOPS",
         help="total FLOPs (instead of --work-hours)",
     )
     add_inputs(pre)
+    # What only a configuration from the catalog reads (refused without
+    # --instance-type): each option with its default, as argparse holds them.
+    pre.set_defaults(
+        catalog_options=tuple(
+            (a.option_strings[0], a.dest, a.default)
+            for a in pre._actions[first_catalog_option:]
+            if a.dest != "instance_type"
+        )
+    )
     pre.add_argument(
         "--work-hours",
         type=number(gt=0, le=MAX_DEADLINE_H),
@@ -111,7 +121,7 @@ def add_parsers(sub: Any) -> None:
     )
     pre.add_argument(
         "--restart-s",
-        type=number(ge=0, le=MAX_RESTART_S),
+        type=RESTART_S,
         default=DEFAULT_RESTART_S,
         help=f"seconds to re-acquire a node (default: {DEFAULT_RESTART_S:g}; with "
         "--instance-type the checkpoint reload is added)",
@@ -178,25 +188,6 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
     )
 
 
-# Options of "a configuration from the catalog" and their defaults.
-CATALOG_ONLY: dict[str, Any] = {
-    "--architecture": "single_anchor",
-    "--n-workers": None,
-    "--remote-type": None,
-    "--n-remote": 1,
-    "--workload": DEFAULT_WORKLOAD,
-    "--checkpoint-gb": None,
-    "--checkpoint-versions": DEFAULT_CHECKPOINT_VERSIONS,
-    "--work": None,
-    **dict.fromkeys(
-        ("--catalog", "--throughput", "--overhead", "--quotas", "--cloud", "--region",
-         "--saturation", "--workloads", "--interruptions"),
-        None,
-    ),
-    "--spot-price": "zone",
-}  # fmt: skip
-
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
 
@@ -210,11 +201,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             case = replace(case, stall_s=args.checkpoint_stall_s)
     else:
         # The catalog configuration's options say nothing without --instance-type.
-        unused = [
-            flag
-            for flag, default in CATALOG_ONLY.items()
-            if getattr(args, flag.lstrip("-").replace("-", "_"), default) != default
-        ]
+        unused = [flag for flag, dest, default in args.catalog_options
+                  if getattr(args, dest) != default]  # fmt: skip
         if unused:
             raise DeepvmError(
                 f"{unused[0]} describes a configuration from the catalog: give it with "

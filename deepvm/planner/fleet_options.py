@@ -160,8 +160,12 @@ def _remote_options(
     )  # fmt: skip
     cost_k, vcpus_k = mk * offers.cpu_ondemand[None, :], mk * offers.cpu_vcpus[None, :]
     # Rivals count against the same quotas (keys), all in vCPUs for CPU types.
+    ids: dict[tuple[object, ...], int] = {}  # an id per distinct set of keys (no hash clash)
     groups = np.array(
-        [hash(tuple(u.key for u in offers.cpu_quota_uses(j))) for j in range(len(usable))]
+        [
+            ids.setdefault(tuple(u.key for u in offers.cpu_quota_uses(j)), len(ids))
+            for j in range(len(usable))
+        ]
     )
     order = np.arange(len(usable))
     rivals = (groups[:, None] == groups[None, :]) & (cpu_region[:, None] == cpu_region[None, :])

@@ -1,7 +1,8 @@
 """The offers: what the instance types on sale offer one workload, as arrays
-(prices, vCPUs, network, quota group, throughput, speedup model), one entry per
-(region, instance type): docs/ARCHITECTURE.md, "Inputs". ("Fleet" is the team's
-registered jobs, deepvm.planner.fleet_plan; these are one job's offers.)"""
+(prices, vCPUs, network, the quotas a node counts against, throughput, speedup
+model), one entry per (region, instance type): docs/ARCHITECTURE.md, "Inputs".
+("Fleet" is the team's registered jobs, deepvm.planner.fleet_plan; these are one
+job's offers.)"""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ class Offers:
     gpu_ondemand: FloatArray
     gpu_vcpus: FloatArray
     gpu_gbps: FloatArray
-    gpu_group: tuple[str, ...]
+    # What one node takes of each quota it counts against (deepvm.quotas), per
+    # type: GPU types per market, CPU types on demand (the remote tier's market).
+    gpu_quota_spot: tuple[tuple[NodeQuota, ...], ...]
+    gpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...]
     gpu_flops: FloatArray  # F_i, FLOP/s of one node on the workload
     gpu_flops_source: tuple[str, ...]
     gpu_models: tuple[SpeedupModel, ...]
@@ -52,7 +56,7 @@ class Offers:
     cpu_memory_gb: FloatArray
     cpu_vcpus: FloatArray
     cpu_gbps: FloatArray
-    cpu_group: tuple[str, ...]
+    cpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...]
     quotas: Quotas
     saturation: SaturationModel
     workload: str
@@ -73,12 +77,6 @@ class Offers:
     gpu_flops_basis: tuple[str, ...] = ()
     gpu_flops_date: tuple[str | None, ...] = ()
     gpu_rows: Table | None = None
-    # What one node takes of each quota it counts against (deepvm.quotas), per GPU
-    # type and market and per CPU type (on-demand); empty: the type's quota_group
-    # in vCPUs.
-    gpu_quota_spot: tuple[tuple[NodeQuota, ...], ...] = ()
-    gpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...] = ()
-    cpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...] = ()
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -91,21 +89,11 @@ class Offers:
 
     def gpu_quota_uses(self, i: int, market: str) -> tuple[NodeQuota, ...]:
         """The quotas one node of GPU type i counts against in ``market``."""
-        given = self.gpu_quota_spot if market == "spot" else self.gpu_quota_on_demand
-        if given:
-            return given[i]
-        key = (self.gpu_region_of(i), self.gpu_group[i], market)
-        label = f"{self.gpu_group[i]} {market.replace('_', '-')}"
-        return (NodeQuota(key, float(self.gpu_vcpus[i]), "vcpus", label),)
+        return (self.gpu_quota_spot if market == "spot" else self.gpu_quota_on_demand)[i]
 
     def cpu_quota_uses(self, j: int) -> tuple[NodeQuota, ...]:
         """The quotas one (on-demand) node of CPU type j counts against."""
-        if self.cpu_quota_on_demand:
-            return self.cpu_quota_on_demand[j]
-        key = (self.cpu_region_of(j), self.cpu_group[j], "on_demand")
-        return (
-            NodeQuota(key, float(self.cpu_vcpus[j]), "vcpus", f"{self.cpu_group[j]} on-demand"),
-        )
+        return self.cpu_quota_on_demand[j]
 
     def within(self, *, clouds: Sequence[str] = (), regions: Sequence[str] = ()) -> Offers:
         """The offers of the given clouds (the catalog's provider) and regions only
@@ -304,7 +292,6 @@ def build_offers(
         gpu_ondemand=floats(g, "ondemand_price"),
         gpu_vcpus=floats(g, "vcpus"),
         gpu_gbps=floats(g, "network_gbps"),
-        gpu_group=tuple(g["quota_group"]),
         gpu_flops=f.flops.astype(float),
         gpu_flops_source=f.flops_source,
         gpu_flops_basis=f.flops_basis,
@@ -316,7 +303,6 @@ def build_offers(
         cpu_memory_gb=floats(c, "memory_gib") * GIB_TO_GB,
         cpu_vcpus=floats(c, "vcpus"),
         cpu_gbps=floats(c, "network_gbps"),
-        cpu_group=tuple(c["quota_group"]),
         quotas=quotas,
         saturation=saturation or SaturationModel(),
         workload=workload,
