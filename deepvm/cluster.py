@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -35,6 +35,10 @@ class Cluster:
     n_remote: int
     hourly_cost: float  # USD per hour, the whole cluster
     throughput_flops: float  # FLOP/s of the workers together
+    # The cloud (the catalog's provider: aws, gcp, azure); every node of a cluster is
+    # in it (the remote tier and the anchor stay in the workers' region).
+    # (Keyword-only with a default, so the subclasses' own fields may follow it.)
+    cloud: str = field(default="", kw_only=True)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +75,7 @@ class Cluster:
             n_remote=count("n_remote"),
             hourly_cost=number("hourly_cost"),
             throughput_flops=number("throughput_flops"),
+            cloud=text("cloud") or "",
         )
 
     def identity(self) -> tuple[object, ...]:

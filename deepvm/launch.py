@@ -9,9 +9,15 @@ One task per group of like nodes, each a file SkyPilot launches as a cluster:
 * Tiering's remote tier, a second task of on-demand CPU nodes that hold the
   checkpoints.
 
-The zone: deepvm's prices are per AWS zone *ID* (``use1-az1``); SkyPilot's
+The cloud and region are the cluster's (``cloud: aws``, ``gcp`` or ``azure``).
+GCP sells T4 and V100 attached to an n1 host, which the catalog names together
+(``n1-standard-16+2xV100``): the file gives SkyPilot the host as
+``instance_type`` and the GPUs as ``accelerators`` (``V100:2``).
+
+The zone: deepvm's AWS prices are per zone *ID* (``use1-az1``); SkyPilot's
 ``zone`` takes a zone *name* (``us-east-1a``), and which name is which ID
 differs per account. The file names the ID and the command that gives its name.
+GCP and Azure prices are per region, so their files name no zone.
 The run command is the torchrun line the benchmark documents; replace the module
 with your training script.
 """
@@ -32,7 +38,7 @@ RDZV_PORT = 29500
 def sky_tasks(rec: Mapping[str, Any], *, workload: str) -> dict[str, dict[str, Any]]:
     """The SkyPilot tasks of one recommendation (``Recommendation.as_dict()``), by
     role: ``workers``, and ``anchor`` (Single Anchor) or ``remote`` (Tiering)."""
-    region, itype = rec["region"], rec["worker_type"]
+    region, itype, cloud = rec["region"], rec["worker_type"], rec.get("cloud") or "aws"
     anchor = rec["architecture"] == "single_anchor" and rec["n_on_demand"] > 0
     spot_nodes = rec["n_spot"]
     worker_nodes = spot_nodes if anchor else rec["n_workers"]
@@ -45,7 +51,7 @@ def sky_tasks(rec: Mapping[str, Any], *, workload: str) -> dict[str, dict[str, A
         tasks["workers"] = {
             "name": f"{name}-workers",
             "num_nodes": int(worker_nodes),
-            "resources": _resources(region, itype, use_spot=spot_nodes > 0),
+            "resources": _resources(cloud, region, itype, use_spot=spot_nodes > 0),
             "envs": {**envs, **({"MASTER_ADDR": "<the anchor's IP>"} if anchor else {})},
             "setup": "pip install deepvm",
             "run": _run(rank_offset=1 if anchor else 0, master="$MASTER_ADDR" if anchor else None),
@@ -54,7 +60,7 @@ def sky_tasks(rec: Mapping[str, Any], *, workload: str) -> dict[str, dict[str, A
         tasks["anchor"] = {
             "name": f"{name}-anchor",
             "num_nodes": 1,
-            "resources": _resources(region, itype, use_spot=False),
+            "resources": _resources(cloud, region, itype, use_spot=False),
             "envs": envs,
             "setup": "pip install deepvm",
             "run": _run(rank_offset=0, master=None),
@@ -63,7 +69,7 @@ def sky_tasks(rec: Mapping[str, Any], *, workload: str) -> dict[str, dict[str, A
         tasks["remote"] = {
             "name": f"{name}-remote",
             "num_nodes": int(rec["n_remote"]),
-            "resources": _resources(region, rec["remote_type"], use_spot=False),
+            "resources": _resources(cloud, region, rec["remote_type"], use_spot=False),
             "envs": {"DEEPVM_ROLE": "checkpoint tier"},
             # The workers write checkpoints to these nodes' memory (tmpfs).
             "setup": "sudo mkdir -p /dev/shm/deepvm-checkpoints",
@@ -72,8 +78,13 @@ def sky_tasks(rec: Mapping[str, Any], *, workload: str) -> dict[str, dict[str, A
     return tasks
 
 
-def _resources(region: str, instance_type: str, *, use_spot: bool) -> dict[str, Any]:
-    return {"cloud": "aws", "region": region, "instance_type": instance_type, "use_spot": use_spot}
+def _resources(cloud: str, region: str, instance_type: str, *, use_spot: bool) -> dict[str, Any]:
+    host, plus, gpus = instance_type.partition("+")
+    out: dict[str, Any] = {"cloud": cloud, "region": region, "instance_type": host}
+    if plus:  # a GCP n1 host with its GPUs: "n1-standard-16+2xV100" -> V100:2
+        count, _, model = gpus.partition("x")
+        out["accelerators"] = f"{model}:{count}"
+    return {**out, "use_spot": use_spot}
 
 
 def _run(*, rank_offset: int, master: str | None) -> str:

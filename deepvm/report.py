@@ -10,6 +10,7 @@ import pandas as pd
 
 from deepvm.cluster import cluster_words
 from deepvm.planner.fleet_types import deadline_words
+from deepvm.quotas import UNIT_WORDS
 
 if TYPE_CHECKING:
     from deepvm.pipeline import PriceRefresh
@@ -183,10 +184,10 @@ def fleet_markdown(plan: FleetPlan) -> str:
     usage = [
         {
             "region": u["region"],
-            "quota": f"{u['quota_group']} {u['market']}",
-            "fleet vCPUs": f"{u['vcpus']:g}",
-            "limit": "none" if u["quota"] is None else f"{u['quota']:g}",
-            "if planned alone": f"{u['solo_vcpus']:g}",
+            "quota": u["label"] or f"{u['quota_group']} {u['market']}",
+            "fleet use": f"{u['vcpus']:g} {UNIT_WORDS[u['unit']]}",
+            "limit": "none" if u["quota"] is None else f"{u['quota']:g} {UNIT_WORDS[u['unit']]}",
+            "if planned alone": f"{u['solo_vcpus']:g} {UNIT_WORDS[u['unit']]}",
         }
         for u in plan.as_dict()["usage"]
     ]

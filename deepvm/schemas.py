@@ -69,6 +69,11 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("accelerator_count", pa.int64()),
                 ("accelerator_memory_gib", pa.float64()),
                 ("peak_flops", pa.float64()),
+                # The quota keys beyond quota_group (deepvm.quotas; null: none), added
+                # with GCP and Azure: stores written before read them as nulls.
+                ("spot_quota_group", pa.string()),
+                ("regional_quota_group", pa.string()),
+                ("spot_regional_quota_group", pa.string()),
             ]
         ),
     ),

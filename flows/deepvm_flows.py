@@ -181,7 +181,7 @@ def refresh_prices(
     store's newest).
 
     Args:
-        source: snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path.
+        source: snapshot, aws, gcp, azure, skypilot (give skypilot_csv), or a catalog file path.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         snapshot_date: the snapshot's date, YYYY-MM-DD (default: today, UTC).
         regions: regions to fetch (aws, azure).
@@ -501,7 +501,8 @@ def nightly(
     Args:
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         scenarios_path: registered jobs (TOML); default: the shipped file.
-        price_source: snapshot, aws, azure, skypilot (give skypilot_csv), or a catalog file path.
+        price_source: snapshot, aws, gcp, azure, skypilot (give skypilot_csv), or a catalog
+            file path.
         price_regions: regions to fetch; every region is planned.
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.

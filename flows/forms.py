@@ -42,7 +42,7 @@ WorkloadsPath = Annotated[
 PriceSource = Annotated[
     str,
     Field(
-        description="snapshot, aws, azure, skypilot (give skypilot_csv), a catalog file path, "
+        description="snapshot, aws, gcp, azure, skypilot (give skypilot_csv), a catalog file path, "
         "or (refresh-prices) spot-advisor: AWS's Spot Instance Advisor feed"
     ),
 ]

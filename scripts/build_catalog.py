@@ -78,7 +78,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import catalog_gcp  # noqa: E402  (scripts/, beside this file)
+import catalog_azure  # noqa: E402  (scripts/, beside this file)
+import catalog_gcp  # noqa: E402
 import catalog_scaling  # noqa: E402
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS  # noqa: E402
@@ -98,7 +99,9 @@ LOCAL_ZONE = re.compile(r"^[a-z]+\d-[a-z]+\d+-az\d+$")  # e.g. use1-atl2-az1
 
 LAMBDA_ROW = {
     "V100": "LambdaCloud V100 16GB",
+    "V100-32GB": "LambdaCloud V100 16GB",
     "A10G": "LambdaCloud A10",
+    "A10": "LambdaCloud A10",
     "A100": "LambdaCloud A100 40GB PCIe",
     "A100-80GB": "A100 80GB SXM4",
     "H100": "H100 80GB SXM5",
@@ -107,6 +110,16 @@ LAMBDA_ROW = {
 GPU_TRANSFER = {
     "A10G": "A10 -> A10G",
     "A100": "A100 40GB PCIe -> A100 40GB SXM4",
+    "V100-32GB": "V100 16GB -> V100 32GB",
+}
+# GCP and Azure types whose GPU is another variant than Lambda's row of its model:
+# instance-type prefix -> the transfer (Azure's NC A100 v4 and NC H100 v5 are PCIe).
+TYPE_TRANSFER = {
+    "Standard_NC24ads_A100_v4": "A100 80GB SXM4 -> A100 80GB PCIe",
+    "Standard_NC48ads_A100_v4": "A100 80GB SXM4 -> A100 80GB PCIe",
+    "Standard_NC96ads_A100_v4": "A100 80GB SXM4 -> A100 80GB PCIe",
+    "Standard_NC40ads_H100_v5": "H100 80GB SXM5 -> H100 NVL 94GB",
+    "Standard_NC80adis_H100_v5": "H100 80GB SXM5 -> H100 NVL 94GB",
 }
 # The DeepVM paper's fits (Kim et al., CCGrid 2024; fitted on ResNet training) and
 # the conservative default for every other type: rows of overhead-default.csv.
@@ -242,7 +255,8 @@ def published_rows(catalog: list[dict[str, object]]) -> list[dict[str, object]]:
             transfers = [
                 t
                 for t in (
-                    GPU_TRANSFER.get(str(row["accelerator_name"])),
+                    TYPE_TRANSFER.get(str(row["instance_type"]))
+                    or GPU_TRANSFER.get(str(row["accelerator_name"])),
                     task_transfer,
                     f"1 -> {count} GPUs (x {count}, linear within a node)" if count > 1 else None,
                 )
@@ -354,6 +368,8 @@ def outputs() -> dict[Path, str]:
     mlperf_source, _ = read_source(SOURCES / MLPERF_FILE)
     advisor_source = (SOURCES / f"{ADVISOR_FEED}.source").read_text().strip()
     catalog = catalog_rows()
+    gcp_catalog = catalog_gcp.gcp_rows(ACCELERATOR_PEAK_FLOPS)
+    azure_catalog = catalog_azure.azure_rows(ACCELERATOR_PEAK_FLOPS)
     return {
         OUT / "catalog-aws.csv": render(
             catalog,
@@ -363,19 +379,25 @@ def outputs() -> dict[Path, str]:
             f"({advisor_source.removeprefix('# source:').strip()})",
         ),
         OUT / "catalog-gcp.csv": render(
-            catalog_gcp.gcp_rows(ACCELERATOR_PEAK_FLOPS),
+            gcp_catalog,
             "built by scripts/build_catalog.py (scripts/catalog_gcp.py) from datasets/sources: "
             f"prices {read_source(SOURCES / catalog_gcp.ATTACH)[0]}, GPU part plus host VM "
             f"({', '.join(catalog_gcp.HOSTS)}); network and GPU memory {catalog_gcp.SPECS} "
             "(network: estimate)",
         ),
+        OUT / "catalog-azure.csv": render(
+            azure_catalog,
+            "built by scripts/build_catalog.py (scripts/catalog_azure.py) from datasets/sources: "
+            f"prices {read_source(SOURCES / catalog_azure.VMS)[0].split(';')[0]}; quota "
+            f"families, network and GPU memory {catalog_azure.SPECS} (network: estimate)",
+        ),
         OUT / "overhead-default.csv": render(
-            overhead_rows(catalog),
+            overhead_rows([*catalog, *gcp_catalog, *azure_catalog]),
             f"built by scripts/build_catalog.py: MLPerf fits from {mlperf_source}; the DeepVM "
             "paper's fits; the conservative default",
         ),
         OUT / "throughput-published.csv": render(
-            published_rows(catalog),
+            published_rows([*catalog, *gcp_catalog, *azure_catalog]),
             f"built by scripts/build_catalog.py from {lambda_source} (fp16 rows)",
         ),
         OUT / "utilisation-estimates.csv": render(

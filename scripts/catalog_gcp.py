@@ -4,10 +4,15 @@ scripts/build_catalog.py from the copied SkyPilot GCP files.
 GCP sells GPUs attached to a host VM: an instance's price is its host VM row plus
 the GPU-attachment row of its GPU model, count and region, on demand and spot
 alike (``gcp-host-vms-skypilot-v8.csv`` for A100, A100-80GB and H100 hosts,
-``gcp-g2-hosts-skypilot-v8.csv`` for L4's g2 hosts; ``gcp-gpu-attach-skypilot-v8.csv``
-for the GPUs). T4 and V100 (n1 hosts) are not built: their host rows are not
-among the copied files. Nor are CPU-only types, so Tiering (a remote tier of CPU
-nodes in the workers' region) is not planned on GCP yet.
+``gcp-g2-hosts-skypilot-v8.csv`` for L4's g2 hosts, ``gcp-n1-hosts-skypilot-v8.csv``
+for T4's and V100's n1-standard hosts; ``gcp-gpu-attach-skypilot-v8.csv`` for the
+GPUs). GCP has no machine type that names an n1 host with its GPUs, so those rows
+are named host + GPUs, e.g. ``n1-standard-16+2xV100`` (deepvm.launch writes them
+back as SkyPilot's ``instance_type`` and ``accelerators``). The n1 hosts carry 8
+vCPUs per GPU (deepvm's choice, within GCP's per-GPU vCPU limits). The source's
+T4 rows are for one GPU only, and its V100 rows are in us-central1 and
+europe-west4 only. ``n1-standard-4`` is the one CPU-only type: the remote tier
+of Tiering on GCP.
 
 Defects of the source, handled and named in each row's ``price_note``:
 
@@ -30,18 +35,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "datasets" / "sources"
-HOSTS = ("gcp-host-vms-skypilot-v8.csv", "gcp-g2-hosts-skypilot-v8.csv")
+HOSTS = (
+    "gcp-host-vms-skypilot-v8.csv",
+    "gcp-g2-hosts-skypilot-v8.csv",
+    "gcp-n1-hosts-skypilot-v8.csv",
+)
 ATTACH = "gcp-gpu-attach-skypilot-v8.csv"
 SPECS = "gcp-instance-specs.csv"
 PRICE_SOURCE = "skypilot-catalog-v8@006059e0 (gcp)"
 PRICE_DATE = "2025"  # the SkyPilot snapshot records no date (as the AWS rows)
+SPECS_SOURCE = "gcp-docs (network: estimate, see gcp-instance-specs.csv)"
 # GCP's quota names per GPU model (the on-demand one; spot is PREEMPTIBLE_ + it).
 GPU_QUOTA = {
     "A100": "NVIDIA_A100_GPUS",
     "A100-80GB": "NVIDIA_A100_80GB_GPUS",
     "H100": "NVIDIA_H100_GPUS",
     "L4": "NVIDIA_L4_GPUS",
+    "T4": "NVIDIA_T4_GPUS",
+    "V100": "NVIDIA_V100_GPUS",
 }
+# Hosts sold with GPUs attached at launch (n1), named host + GPUs in the catalog.
+ATTACHED_HOSTS = ("n1-",)
 
 
 def _read(name: str) -> list[dict[str, str]]:
@@ -58,6 +72,9 @@ def gcp_rows(peak_flops: dict[str, float]) -> list[dict[str, object]]:
     out = []
     for name in HOSTS:
         for host in _read(name):
+            if not host["pairs_with"]:
+                out.append(_cpu_row(host, specs[host["InstanceType"]]))
+                continue
             model, count = host["pairs_with"].rsplit("x", 1)
             gpu = attach.get((model, int(count), host["Region"]))
             if gpu is None:
@@ -77,7 +94,7 @@ def gcp_rows(peak_flops: dict[str, float]) -> list[dict[str, object]]:
                 {
                     "provider": "gcp",
                     "region": host["Region"],
-                    "instance_type": host["InstanceType"],
+                    "instance_type": _name(host["InstanceType"], model, int(count)),
                     "quota_group": GPU_QUOTA[model],
                     "spot_quota_group": "PREEMPTIBLE_" + GPU_QUOTA[model],
                     "regional_quota_group": "CPUS",
@@ -91,15 +108,54 @@ def gcp_rows(peak_flops: dict[str, float]) -> list[dict[str, object]]:
                     "peak_flops": f"{peak_flops[model] * int(count):.4g}",
                     "ondemand_price": f"{ondemand:.6g}",
                     "spot_price": f"{spot:.6g}" if spot is not None else "",
-                    "spot_zone": "",
-                    "interruption_bucket": "",
-                    "interruption_source": "estimate",
-                    "interruption_date": "",
-                    "regional_saving_pct": "",
-                    "price_source": PRICE_SOURCE,
-                    "price_date": PRICE_DATE,
-                    "specs_source": "gcp-docs (network: estimate, see gcp-instance-specs.csv)",
-                    "price_note": "; ".join(notes),
+                    **provenance(PRICE_SOURCE, PRICE_DATE, SPECS_SOURCE, notes),
                 }
             )
     return sorted(out, key=lambda r: (str(r["region"]), str(r["instance_type"])))
+
+
+def _name(host: str, model: str, count: int) -> str:
+    """The catalog's name of a host with its GPUs (``n1-standard-16+2xV100``); a2, a3
+    and g2 types name their GPUs already."""
+    return f"{host}+{count}x{model}" if host.startswith(ATTACHED_HOSTS) else host
+
+
+def _cpu_row(host: dict[str, str], spec: dict[str, str]) -> dict[str, object]:
+    """A CPU-only type (the remote checkpoint tier): on demand, in the CPUS quota."""
+    return {
+        "provider": "gcp",
+        "region": host["Region"],
+        "instance_type": host["InstanceType"],
+        "quota_group": "CPUS",
+        "spot_quota_group": "PREEMPTIBLE_CPUS",
+        "regional_quota_group": "",
+        "spot_regional_quota_group": "",
+        "vcpus": f"{float(host['vCPUs']):.10g}",
+        "memory_gib": f"{float(host['MemoryGiB']):.10g}",
+        "network_gbps": f"{float(spec['network_gbps']):.10g}",
+        "accelerator_name": "",
+        "accelerator_count": 0,
+        "accelerator_memory_gib": "0",
+        "peak_flops": "",
+        "ondemand_price": f"{float(host['Price']):.6g}",
+        "spot_price": f"{float(host['SpotPrice']):.6g}",
+        **provenance(PRICE_SOURCE, PRICE_DATE, SPECS_SOURCE, []),
+    }
+
+
+def provenance(
+    price_source: str, price_date: str, specs_source: str, notes: list[str]
+) -> dict[str, object]:
+    """The last columns of a GCP or Azure row: where its figures are from. Neither
+    cloud publishes interruption rates, so the planner's estimate applies."""
+    return {
+        "spot_zone": "",
+        "interruption_bucket": "",
+        "interruption_source": "estimate",
+        "interruption_date": "",
+        "regional_saving_pct": "",
+        "price_source": price_source,
+        "price_date": price_date,
+        "specs_source": specs_source,
+        "price_note": "; ".join(notes),
+    }

@@ -316,7 +316,7 @@ CASES: list[tuple[list[str], str]] = [
     (["workloads", "--workloads", ""], "--workloads: '' is empty"),
     (["fit", "--scaling", ""], "--scaling: '' is empty"),
     # a cloud the catalog lacks
-    (["recommend", "--budget", "3", "--cloud", "gcp"], "no instance types of cloud 'gcp'"),
+    (["recommend", "--budget", "3", "--cloud", "oracle"], "no instance types of cloud 'oracle'"),
     # the command itself
     (["bogus"], "'bogus'"),
 ]

@@ -29,14 +29,27 @@ def test_every_host_row_is_one_catalog_row_priced_host_plus_gpus():
         (r["AcceleratorName"], r["AcceleratorCount"], r["Region"]): r
         for r in rows("gcp-gpu-attach-skypilot-v8.csv")
     }
-    hosts = rows("gcp-host-vms-skypilot-v8.csv") + rows("gcp-g2-hosts-skypilot-v8.csv")
+    hosts = [
+        *rows("gcp-host-vms-skypilot-v8.csv"),
+        *rows("gcp-g2-hosts-skypilot-v8.csv"),
+        *rows("gcp-n1-hosts-skypilot-v8.csv"),
+    ]
     table = load_catalog(ROOT / "datasets" / "catalog-gcp.csv").table
     shipped = {(table["region"][k], table["instance_type"][k]): k for k in range(len(table))}
-    assert len(shipped) == len(hosts) == 39
-    for host in hosts:
+    assert len(shipped) == len(hosts) == 53
+    cpu_only = [h for h in hosts if not h["pairs_with"]]
+    assert len(cpu_only) == 3  # n1-standard-4, the remote tier, in each region
+    for host in cpu_only:
+        k = shipped[host["Region"], host["InstanceType"]]
+        assert table["accelerator_count"][k] == 0 and table["quota_group"][k] == "CPUS"
+        assert table["ondemand_price"][k] == pytest.approx(float(host["Price"]))
+    for host in (h for h in hosts if h["pairs_with"]):
         model, count = host["pairs_with"].rsplit("x", 1)
         gpu = gpus[model, count, host["Region"]]
-        k = shipped[host["Region"], host["InstanceType"]]
+        # n1 hosts take their GPUs at launch: the catalog names both.
+        name = host["InstanceType"]
+        name = f"{name}+{count}x{model}" if name.startswith("n1-") else name
+        k = shipped[host["Region"], name]
         assert table["provider"][k] == "gcp"
         assert table["accelerator_name"][k] == model
         assert table["accelerator_count"][k] == int(count)

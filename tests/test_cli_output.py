@@ -98,7 +98,7 @@ def test_recommend_table_is_narrow_and_shows_where_and_why(capsys):
     header = out[1]
     for column in ("region", "zone", "architecture", "cluster", "$/h", "TFLOP/s", "held back by"):
         assert column in header
-    assert max(len(line) for line in out[1:5]) <= 150
+    assert max(len(line) for line in out[1:5]) <= 160  # Azure's and GCP's names are long
     assert any("next cheaper" in line for line in out)
     assert any("next faster" in line and "needs $" in line for line in out)
 

@@ -160,6 +160,8 @@ def test_fit_cli_json_plot_and_store(tmp_path, capsys):
                 "1",
                 "--policy",
                 "cost_first",
+                "--cloud",
+                "aws",
             ]
         )
         == 0

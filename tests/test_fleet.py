@@ -327,8 +327,8 @@ def test_binding_names_the_quota_and_the_team_budget():
 JOB_KEYS = {
     "scenario", "planned", "priority", "shared", "value", "region", "zone", "architecture",
     "worker_type", "n_workers", "n_spot", "n_on_demand", "remote_type", "n_remote",
-    "hourly_cost", "throughput_flops", "solo_throughput_flops", "solo_hourly_cost", "binding",
-    "note", "workload", "objective", "work_flops", "expected_makespan_h",
+    "hourly_cost", "throughput_flops", "cloud", "solo_throughput_flops", "solo_hourly_cost",
+    "binding", "note", "workload", "objective", "work_flops", "expected_makespan_h",
     "expected_total_cost", "deadline_h", "meets_deadline",
 }  # fmt: skip
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests_paths import ROOT
 
 from deepvm.cli import main
 
@@ -85,3 +86,30 @@ def test_every_node_of_the_plan_is_in_a_task(tmp_path, capsys, budget):
     assert gpu_nodes == rec["n_workers"]
     spot = sum(t["num_nodes"] for t in found.values() if t["resources"]["use_spot"])
     assert spot == rec["n_spot"]
+
+
+@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+def test_each_cloud_gets_its_own_cloud_and_region_and_no_zone(tmp_path, capsys, cloud):
+    rec, found = recommend(tmp_path, capsys, "--budget", "10", "--cloud", cloud)
+    assert rec["cloud"] == cloud and rec["zone"] is None  # per-region prices: no zone
+    for task in found.values():
+        assert task["resources"]["cloud"] == cloud
+        assert task["resources"]["region"] == rec["region"]
+        assert "zone" not in task["resources"] and "DEEPVM_ZONE_ID" not in task["envs"]
+    if rec["remote_type"]:  # Tiering's remote tier stays in the workers' cloud and region
+        assert found["remote"]["resources"]["instance_type"] == rec["remote_type"]
+
+
+def test_a_gcp_n1_host_is_launched_as_host_plus_accelerators(tmp_path, capsys):
+    # GCP's V100 types only: the catalog names each node n1-standard-N+KxV100.
+    lines = (ROOT / "datasets" / "catalog-gcp.csv").read_text().splitlines()
+    (tmp_path / "v100.csv").write_text(
+        "\n".join(line for line in lines[1:] if line.startswith("provider") or "V100" in line)
+    )
+    catalog = str(tmp_path / "v100.csv")
+    rec, found = recommend(tmp_path, capsys, "--budget", "12", "--catalog", catalog)
+    host, _, gpus = rec["worker_type"].partition("+")
+    count, _, model = gpus.partition("x")
+    assert host.startswith("n1-standard-") and model == "V100"
+    assert found["workers"]["resources"]["instance_type"] == host
+    assert found["workers"]["resources"]["accelerators"] == f"V100:{count}"

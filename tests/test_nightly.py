@@ -130,7 +130,9 @@ def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):
     capsys.readouterr()
     rows = (
         whole(tmp_path, "recommendations")
-        .filter("scenario = 'resnet50-90-epochs-by-deadline'")
+        # deepvm_noscale plans as if nodes scaled linearly (the paper's baseline
+        # without the overhead model): its plans may miss the deadline they aimed at.
+        .filter("scenario = 'resnet50-90-epochs-by-deadline' and policy != 'deepvm_noscale'")
         .select("expected_makespan_h, deadline_h, work_flops, expected_total_cost")
         .fetchall()
     )

@@ -73,7 +73,8 @@ def test_sweep_title_names_the_catalog_and_price_date():
     result = sweep([2.0, 4.0])
     fig = sweep_figure(result.results, "resnet50", result.prices_snapshot)
     title = fig.axes[0].get_title()
-    assert result.prices_snapshot == "catalog-aws.csv@2025" and "catalog-aws.csv@2025" in title
+    label = "catalog-{aws,gcp,azure}.csv@2025"
+    assert result.prices_snapshot == label and label in title
 
 
 def test_the_commands_write_pngs_of_a_readable_size(tmp_path, capsys):

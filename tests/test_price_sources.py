@@ -468,3 +468,61 @@ def test_snapshot_source_recommendation_names_region(tmp_path, capsys):
     assert rec["n_spot"] > 0 and rec["zone"].startswith(
         {"us-east-1": "use1", "us-west-2": "usw2", "eu-west-1": "euw1"}[rec["region"]]
     )
+
+
+# --- GCP -----------------------------------------------------------------------------
+
+# SkyPilot's gcp/vms.csv layout: host rows (InstanceType) and GPU rows (accelerator).
+GCP_CSV = (
+    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,"
+    "AvailabilityZone,Price,SpotPrice\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.15,0.06\n"
+    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-b,0.15,0.05\n"
+    ",,,L4,1,L4,us-central1,us-central1-a,0.56,0.22\n"
+    ",,,L4,1,L4,us-central1,us-central1-b,0.56,0.20\n"
+    "a2-ultragpu-1g,12.0,170.0,,,,us-central1,us-central1-a,1.10,0.55\n"
+    ",,,A100-80GB,1,A100-80GB,us-central1,us-central1-a,4.0,9.0\n"  # spot above on-demand
+    "n1-standard-4,4.0,15.0,,,,us-central1,us-central1-a,0.19,0.05\n"
+    "n1-standard-8,8.0,30.0,,,,us-central1,us-central1-a,0.38,0.10\n"
+    ",,,T4,1,T4,us-central1,us-central1-a,0.35,0.175\n"
+    "n1-standard-8,8.0,30.0,,,,asia-east1,asia-east1-a,0.44,0.07\n"  # not a planned region
+)
+
+
+@pytest.fixture
+def gcp(monkeypatch):
+    def respond(handler, body):
+        return 200, "text/csv", GCP_CSV
+
+    server, handler, url = serve(respond)
+    monkeypatch.setenv("DEEPVM_GCP_PRICES_URL", f"{url}/catalogs/v8/gcp/vms.csv")
+    yield handler
+    stop(server)
+
+
+def test_gcp_hosts_plus_gpus_per_zone_to_store_to_recommendation(gcp, tmp_path, capsys):
+    store = str(tmp_path)
+    argv = ["prices", "refresh", "--source", "gcp", "--store", store, "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(gcp.seen) == 1
+    # L4 x1 in 2 zones x 2 markets, A100-80GB on demand, T4 x1 (n1-standard-8) 2 markets,
+    # n1-standard-4 2 markets; the A100-80GB spot (the source's defect) is dropped.
+    assert out["rows"] == 4 + 1 + 2 + 2 and out["dropped"] == 1
+    prices = whole(store, "prices").df().set_index(["instance_type", "zone", "market"])
+    price = prices["usd_per_hour"]
+    assert price["g2-standard-4", "us-central1-b", "spot"] == pytest.approx(0.05 + 0.20)
+    assert price["n1-standard-8+1xT4", "us-central1-a", "on_demand"] == pytest.approx(0.73)
+    assert price["n1-standard-4", "us-central1-a", "on_demand"] == pytest.approx(0.19)
+    argv = ["recommend", "--budget", "2", "--store", store, "--json", "--top", "1"]
+    assert main(argv) == 0
+    rec = json.loads(capsys.readouterr().out)["recommendations"][0]
+    assert rec["cloud"] == "gcp" and rec["region"] == "us-central1" and rec["zone"]
+
+
+def test_gcp_source_failure_is_one_line_and_keeps_the_store(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DEEPVM_GCP_PRICES_URL", str(tmp_path / "missing.csv"))
+    argv = ["prices", "refresh", "--source", "gcp", "--store", str(tmp_path / "s"), "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.csv" in err[0]

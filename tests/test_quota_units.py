@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import cpu_row, gpu_row, make_inputs
+from tests_paths import ROOT
 
 from deepvm.cli import main
 from deepvm.config import JobSpec
@@ -149,9 +150,13 @@ def test_a_cloud_that_leaves_no_type_is_named(tmp_path, capsys):
     (tmp_path / "jobs.toml").write_text(
         '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = ["gcp"]\n'
     )
-    assert main(["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]) == 0
+    argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]
+    assert main([*argv, "--catalog", str(ROOT / "datasets" / "catalog-aws.csv")]) == 0
     job = json.loads(capsys.readouterr().out)["jobs"][0]
     assert job["planned"] is False and "gcp" in job["note"] and "leaves no GPU" in job["note"]
+    assert main(argv) == 0  # the shipped catalogs have GCP's types
+    job = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert job["planned"] and job["region"] in ("us-central1", "us-east4", "europe-west4")
     (tmp_path / "bad.toml").write_text(
         '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = "gcp"\nregions = [3]\n'
     )

@@ -285,12 +285,17 @@ def _serve(handler):
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def test_a_hanging_endpoint_gives_up_within_its_timeout(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("source", "variable"), [("azure", "DEEPVM_AZURE_PRICES_URL"), ("gcp", "DEEPVM_GCP_PRICES_URL")]
+)
+def test_a_hanging_endpoint_gives_up_within_its_timeout(
+    tmp_path, monkeypatch, capsys, source, variable
+):
     server, url = _serve(_Hang)
-    monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
+    monkeypatch.setenv(variable, url)
     try:
         start = time.monotonic()
-        argv = ["prices", "refresh", "--source", "azure", "--timeout", "2"]
+        argv = ["prices", "refresh", "--source", source, "--timeout", "2"]
         code = main([*argv, "--store", str(tmp_path / "s")])
         elapsed = time.monotonic() - start
     finally:

@@ -87,7 +87,7 @@ class AzureSource:
         specs = pd.read_csv(dataset_path("azure-specs.csv"))
         instances = specs[specs["instance_type"].isin(set(prices.get("instance_type", [])))]
         return PriceData(
-            instances[INSTANCE_COLUMNS].reset_index(drop=True),
+            instances.reindex(columns=INSTANCE_COLUMNS).reset_index(drop=True),
             prices.reset_index(drop=True),
             self.name,
             dropped=dropped,

@@ -120,7 +120,7 @@ class SkyPilotSource:
             }
         )
         return PriceData(
-            instances[INSTANCE_COLUMNS].reset_index(drop=True),
+            instances.reindex(columns=INSTANCE_COLUMNS).reset_index(drop=True),
             pd.DataFrame(rows),
             self.name,
             dropped=dropped,

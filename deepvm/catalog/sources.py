@@ -61,7 +61,7 @@ def catalog_to_price_data(
     prices["fetched_at"] = when
     prices["stale"] = False
     prices["interruption_rate"] = prices["interruption_rate"].astype(float)
-    instances = df[INSTANCE_COLUMNS].copy()
+    instances = df.reindex(columns=INSTANCE_COLUMNS)
     instances["accelerator_count"] = instances["accelerator_count"].astype(int)
     return PriceData(instances.reset_index(drop=True), prices, source)
 
@@ -80,7 +80,7 @@ class SnapshotSource:
 def get_source(
     name: str, *, regions: Sequence[str] | None = None, skypilot_csv: str | None = None
 ) -> PriceSource:
-    """A source by name: snapshot, aws, azure, skypilot, or a catalog file path."""
+    """A source by name: snapshot, aws, gcp, azure, skypilot, or a catalog file path."""
     from deepvm.errors import InputError, ParameterError
 
     if skypilot_csv is not None and name != "skypilot":  # refused, not ignored
@@ -96,6 +96,10 @@ def get_source(
         from deepvm.catalog.azure import AzureSource
 
         return AzureSource(tuple(regions or ("eastus",)))
+    if name == "gcp":
+        from deepvm.catalog.gcp import GcpSource
+
+        return GcpSource(tuple(regions or ()))
     if name == "aws":
         from deepvm.catalog.aws import AwsSource
 
@@ -116,7 +120,7 @@ def get_source(
     if Path(name).suffix.lower() in (".csv", ".parquet", ".pq"):
         return SnapshotSource(name, name=f"file:{Path(name).name}")
     raise InputError(
-        f"unknown price source {name!r}; known: snapshot, aws, azure, skypilot "
+        f"unknown price source {name!r}; known: snapshot, aws, gcp, azure, skypilot "
         "or a catalog file (.csv/.parquet)"
     )
 

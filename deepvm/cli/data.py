@@ -72,7 +72,7 @@ def add_prices_parser(sub: Any) -> None:
     ref.add_argument(
         "--source",
         default="snapshot",
-        help="snapshot (default), aws, azure, skypilot, a catalog file, or spot-advisor "
+        help="snapshot (default), aws, gcp, azure, skypilot, a catalog file, or spot-advisor "
         "(AWS's Spot Instance Advisor feed: interruption buckets and regional spot savings)",
     )
     ref.add_argument(
@@ -138,7 +138,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "interruption_date",
     ]
     df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
-    keys = [*columns[:8], "accelerator_memory_gib", *columns[8:]]
+    keys = ["provider", *columns[:8], "accelerator_memory_gib", *columns[8:]]
     records = json.loads(df[keys].to_json(orient="records", date_format="iso"))
     fmt = output_format(args)
     if fmt == "json":
@@ -157,6 +157,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             else ""
         )
     shown = [
+        ("provider", "cloud"),
         ("region", "region"),
         ("instance_type", "instance_type"),
         ("quota_group", "group"),

@@ -173,10 +173,10 @@ def _write_fleet_launch_files(folder: str, plan: Any) -> None:
             progress(f"wrote {written}")
 
 
-def _other_unit(unit: str) -> str:
+def _amount(value: float, unit: str) -> str:
     from deepvm.quotas import UNIT_WORDS
 
-    return "" if unit == "vcpus" else f" {UNIT_WORDS[unit]}"
+    return f"{value:g} {UNIT_WORDS[unit]}"
 
 
 def _print_quota_use(plan: Any) -> None:
@@ -186,10 +186,10 @@ def _print_quota_use(plan: Any) -> None:
             **u,
             "where": (u["label"] or f"{u['quota_group']} {u['market'].replace('_', '-')}")
             + (f" in {u['region']}" if u["region"] else ""),
-            "quota": "no limit" if u["quota"] is None else f"{u['quota']:g}",
-            # Amounts in another unit than the columns' vCPUs say theirs.
-            "vcpus": f"{u['vcpus']:g}" + _other_unit(u["unit"]),
-            "solo_vcpus": f"{u['solo_vcpus']:g}" + _other_unit(u["unit"]),
+            # Each quota counts in its own unit (vCPUs, or GPUs on GCP): amounts say it.
+            "quota": "no limit" if u["quota"] is None else _amount(u["quota"], u["unit"]),
+            "vcpus": _amount(u["vcpus"], u["unit"]),
+            "solo_vcpus": _amount(u["solo_vcpus"], u["unit"]),
         }
         for u in plan.as_dict()["usage"]
     ]
@@ -198,9 +198,9 @@ def _print_quota_use(plan: Any) -> None:
             usage,
             [
                 ("where", "quota"),
-                ("vcpus", "fleet vCPUs"),
+                ("vcpus", "fleet use"),
                 ("quota", "limit"),
-                ("solo_vcpus", "vCPUs if planned alone"),
+                ("solo_vcpus", "use if planned alone"),
             ],
         )
     )

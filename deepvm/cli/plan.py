@@ -153,6 +153,7 @@ REC_JSON_KEYS = (
     "n_remote",
     "hourly_cost",
     "throughput_flops",
+    "cloud",
     "objective_value",
     "preemptions_per_h",
     "checkpoint_interval_s",

@@ -96,6 +96,7 @@ def cluster_of(offers: Offers, config: Config) -> Cluster:
         n_remote=config.n_remote,
         hourly_cost=round(hourly_cost(offers, config), 10),
         throughput_flops=throughput(offers, config),
+        cloud=offers.gpu_cloud_of(i),
     )
 
 

@@ -62,6 +62,7 @@ class Offers:
     workload: str
     snapshot: str
     gpu_region: tuple[str, ...] = ()  # empty: one unnamed region
+    gpu_cloud: tuple[str, ...] = ()  # the catalog's provider per GPU row; empty: unnamed
     cpu_region: tuple[str, ...] = ()
     gpu_spot_zone: tuple[str | None, ...] = ()
     # Monthly fraction of spot instances reclaimed, per GPU type (NaN: unknown).
@@ -84,6 +85,9 @@ class Offers:
     def gpu_region_of(self, i: int) -> str:
         return self.gpu_region[i] if self.gpu_region else ""
 
+    def gpu_cloud_of(self, i: int) -> str:
+        return self.gpu_cloud[i] if self.gpu_cloud else ""
+
     def cpu_region_of(self, j: int) -> str:
         return self.cpu_region[j] if self.cpu_region else ""
 
@@ -100,11 +104,7 @@ class Offers:
         (empty: any); remote CPU types stay those of the kept GPU types' regions."""
         from dataclasses import fields, replace
 
-        providers = (
-            [str(p) for p in self.gpu_rows["provider"]]
-            if self.gpu_rows is not None and "provider" in self.gpu_rows
-            else [""] * len(self.gpu_types)
-        )
+        providers = list(self.gpu_cloud) or [""] * len(self.gpu_types)
         gpu_keep = np.array(
             [
                 (not clouds or providers[i] in clouds)
@@ -308,6 +308,7 @@ def build_offers(
         workload=workload,
         snapshot=catalog.snapshot,
         gpu_region=tuple(g["region"]),
+        gpu_cloud=tuple(str(p) for p in g["provider"]),
         cpu_region=tuple(c["region"]),
         gpu_spot_zone=tuple(z if isinstance(z, str) else None for z in g["spot_zone"]),
         gpu_interruption=floats(g, "interruption_rate"),

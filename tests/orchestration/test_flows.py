@@ -357,7 +357,7 @@ def test_the_work_field_is_read_whole_and_echoed_with_makespan_and_cost(tmp_path
     assert "Work: 2e+18 FLOPs (2,000 PFLOP)." in text
     makespan, total = recs[0]["expected_makespan_h"], recs[0]["expected_total_cost"]
     assert f"{makespan:.3g} h" in text and f"${total:,.2f}" in text
-    assert "| us-east-1 |" in text  # region, and the zone beside it
+    assert f"| {recs[0]['region']} |" in text  # region, and the zone beside it
     with pytest.raises(ValueError, match=r"^work '2e18x' is not a training work"):
         f.recommend(budget=3.0, objective="cost", work="2e18x", store=str(tmp_path))
     with pytest.raises(ValueError, match="work and work_pflop both give the work"):
@@ -430,5 +430,8 @@ def test_the_spot_advisor_feed_from_the_refresh_and_nightly_forms(tmp_path):
     assert Store.open(store).partitions("spot_advisor") == ["2026-12-01", "2026-12-03"]
     recs = whole(store, "recommendations").df()
     spot = recs[recs["n_spot"] > 0]
-    assert len(spot) and set(spot["interruption_source"]) == {"aws-spot-advisor"}
-    assert set(spot["interruption_date"]) == {"2025-06-28"}
+    aws = spot["region"].isin(["us-east-1", "us-west-2", "eu-west-1"])
+    assert aws.any() and set(spot[aws]["interruption_source"]) == {"aws-spot-advisor"}
+    assert set(spot[aws]["interruption_date"]) == {"2025-06-28"}
+    # GCP and Azure publish no interruption rates: their spot rows say estimate.
+    assert set(spot[~aws]["interruption_source"]) <= {"estimate"}
