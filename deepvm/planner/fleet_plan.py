@@ -47,7 +47,7 @@ from deepvm.planner.fleet_options import (
 )
 from deepvm.planner.fleet_program import LEXICOGRAPHIC_RTOL
 from deepvm.planner.fleet_types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
-from deepvm.planner.highs import OPTIMAL
+from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
 
@@ -99,7 +99,9 @@ def plan_fleet(
 ) -> FleetPlan:
     """One plan for every job (see the module docstring). A job with no feasible
     cluster alone is unplanned, with a note saying why; a non-optimal solve (time
-    limit) gives a plan with that status and no job planned."""
+    limit) without a plan gives that status and no job planned; one that stopped
+    with a plan (``limit_with_incumbent``) gives that plan, checked as any other,
+    not proven best (``objective_bound`` says how much better one could be)."""
     if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
         from deepvm.errors import ParameterError
 
@@ -109,25 +111,26 @@ def plan_fleet(
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
     _prune_across(shared, inputs, team_budget)
     start = time.perf_counter()
-    status, chosen, objective, variables, constraints = _solve(
+    status, chosen, objective, variables, constraints, bound = _solve(
         shared, inputs, team_budget, time_limit_s
     )
+    has_plan = status in (OPTIMAL, LIMIT_WITH_INCUMBENT)
     solve_s = time.perf_counter() - start
     picks: dict[str, Config | None] = {}
-    if status == OPTIMAL:
+    if has_plan:
         for w in work:
             if not w.job.shared:
                 picks[w.job.name] = w.solo
         picks.update(chosen)
         fleet_check.check(work, picks, inputs, team_budget)
-    plans = [_job_plan(w, picks, status, solve_s) for w in work]
+    plans = [_job_plan(w, picks, has_plan, status, solve_s) for w in work]
     usage = fleet_check.usage(work, picks)
     fleet_check.explain(plans, work, picks, usage, team_budget, inputs)
     snapshot = inputs.catalog.snapshot
     labels = fleet_check.labels(work, picks)
     return FleetPlan(
         status,
-        objective if status == OPTIMAL else math.nan,
+        objective if has_plan else math.nan,
         team_budget,
         plans,
         [
@@ -145,6 +148,7 @@ def plan_fleet(
         solve_s,
         variables,
         constraints,
+        bound,
     )
 
 
@@ -216,11 +220,12 @@ def _value(w: JobState, score: FloatArray | float) -> FloatArray:
 
 def _solve(
     shared: list[JobState], inputs: Inputs, team_budget: float | None, time_limit_s: float
-) -> tuple[str, dict[str, Config | None], float, int, int]:
+) -> tuple[str, dict[str, Config | None], float, int, int, float]:
     """The knapsack (module docstring) over the shared jobs' candidates: status,
-    each job's cluster (None: unplanned), objective value, binaries, constraints."""
+    each job's cluster (None: unplanned), objective value, binaries, constraints
+    and the relaxation's bound on the value."""
     if not shared:
-        return OPTIMAL, {}, 0.0, 0, 0
+        return OPTIMAL, {}, 0.0, 0, 0, 0.0
     import scipy.sparse as sp
 
     keys: dict[QuotaKey, int] = {}
@@ -251,8 +256,8 @@ def _solve(
         shape=(len(keys), size),
     )
     result = fleet_program.solve(weight, cost, owner, usage, quota, team_budget, time_limit_s)
-    if result.status != OPTIMAL:
-        return result.status, {}, math.nan, result.variables, result.rows
+    if result.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT):
+        return result.status, {}, math.nan, result.variables, result.rows, result.bound
     picked = np.zeros(size, dtype=bool)
     picked[result.picked] = True
     chosen: dict[str, Config | None] = {}
@@ -260,10 +265,13 @@ def _solve(
         assert job.options is not None
         rows = np.flatnonzero(picked & (owner == j))
         chosen[job.job.name] = job.options.configs[int(rows[0]) - starts[j]] if rows.size else None
-    return OPTIMAL, chosen, float(weight[picked].sum()), result.variables, result.rows
+    value = float(weight[picked].sum())
+    return result.status, chosen, value, result.variables, result.rows, result.bound
 
 
-def _job_plan(w: JobState, picks: dict[str, Config | None], status: str, solve_s: float) -> JobPlan:
+def _job_plan(
+    w: JobState, picks: dict[str, Config | None], has_plan: bool, status: str, solve_s: float
+) -> JobPlan:
     planner = w.planner
     solo = (
         planner.describe(Policy.DEEPVM, 1, w.solo, "numpy/exact", 0.0)
@@ -274,7 +282,7 @@ def _job_plan(w: JobState, picks: dict[str, Config | None], status: str, solve_s
     considered = w.options.considered if w.options is not None else 0
     config = picks.get(w.job.name)
     note = w.note
-    if status != OPTIMAL and note is None:
+    if not has_plan and note is None:
         note = f"the fleet solve ended {status}: no plan"
     job = w.job
 

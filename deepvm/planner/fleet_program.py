@@ -9,6 +9,10 @@ keys, in their units) and, optionally, the team budget:
                sum_k cost_k x_k <= team budget           (if there is one)
 
 then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
+A value solve that reaches its time limit returns its best plan so far, with
+status ``limit_with_incumbent`` and the relaxation's bound on how much better a
+plan could be (``bound``); a cost solve that does, the cheaper of its best plan
+and the one it started from (the value is proven; the tie-break is not).
 The LP relaxation's duals drop, before each solve, the columns that cannot be in
 a plan worth as much as one already known (``_competitive``); each solve starts
 from a known plan. Solved by HiGHS (``deepvm.planner.highs``).
@@ -23,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from deepvm.planner import highs
-from deepvm.planner.highs import OPTIMAL
+from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
 from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
@@ -41,6 +45,7 @@ class ProgramResult:
     objective: float
     variables: int  # binaries in the program after filtering
     rows: int
+    bound: float = math.nan  # the relaxation's bound on the value of any plan
 
 
 def solve(
@@ -85,14 +90,17 @@ def solve(
     if len(restricted) > 0.5 * len(_competitive(bound, reduced, known)):
         target, restricted = known, _competitive(bound, reduced, known)
     status, first = program.solve(restricted, maximise=True, start=greedy)
-    if first is not None and float(weight[first].sum()) < target:
+    if status == OPTIMAL and first is not None and float(weight[first].sum()) < target:
         known = float(weight[first].sum())
         status, first = program.solve(
             _competitive(bound, reduced, known), maximise=True, start=first
         )
     kept = _competitive(bound, reduced, known)
     if first is None:
-        return ProgramResult(status, none, math.nan, len(kept), program.rows)
+        return ProgramResult(status, none, math.nan, len(kept), program.rows, bound)
+    if status == LIMIT_WITH_INCUMBENT:  # not proven best: said so, with the bound
+        value = float(weight[first].sum())
+        return ProgramResult(status, np.sort(first), value, len(kept), program.rows, bound)
     best = float(weight[first].sum())
     floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
     # The second solve ranges over plans worth at least `floor`: fewer columns compete.
@@ -100,9 +108,11 @@ def solve(
     start = _cheaper(weight, cost, owner, resources, bounds, first, near)
     status, second = program.solve(near, maximise=False, floor=floor, start=start)
     if second is None:
-        return ProgramResult(status, none, math.nan, len(kept), program.rows)
+        return ProgramResult(status, none, math.nan, len(kept), program.rows, bound)
+    if status == LIMIT_WITH_INCUMBENT and cost[second].sum() > cost[start].sum():
+        second = start
     return ProgramResult(
-        OPTIMAL, np.sort(second), float(weight[second].sum()), len(kept), program.rows
+        OPTIMAL, np.sort(second), float(weight[second].sum()), len(kept), program.rows, bound
     )
 
 
@@ -169,7 +179,7 @@ class _Program:
                 start=initial,
                 presolve=False,
             )
-            if out.status != OPTIMAL:
+            if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
                 return out.status, None
             pick = np.round(out.values) > 0.5
             used = shared @ pick.astype(float)
@@ -179,8 +189,8 @@ class _Program:
             if floor is not None:
                 holds = holds and float(w[pick].sum()) >= floor - 1e-12 * max(abs(floor), 1.0)
             if holds:
-                return OPTIMAL, columns[pick]
-        return OPTIMAL, None
+                return out.status, columns[pick]
+        return out.status, None
 
 
 def _cheaper(

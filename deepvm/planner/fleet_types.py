@@ -148,6 +148,9 @@ class FleetPlan:
     solve_s: float = 0.0
     variables: int = 0  # binaries in the program
     constraints: int = 0
+    # The relaxation's bound on the value of any plan: where the solve stopped at
+    # its time limit (status limit_with_incumbent), how much better one could be.
+    objective_bound: float = math.nan
 
     @property
     def hourly_cost(self) -> float:
@@ -157,6 +160,7 @@ class FleetPlan:
         return {
             "status": self.status,
             "objective_value": self.objective_value,
+            "objective_bound": self.objective_bound,
             "team_budget": self.team_budget,
             "hourly_cost": self.hourly_cost,
             "prices_snapshot": self.prices_snapshot,
