@@ -235,7 +235,10 @@ def node_throughput(
     types = catalog.table["instance_type"][rows]
     peak = catalog.table["peak_flops"][rows].astype(float)
     count = np.maximum(catalog.table["accelerator_count"][rows].astype(float), 1.0)
-    shares = [published.share(workload, p) for p in peak / count]
+    # A few accelerator models in many rows: each peak's share is found once.
+    per_gpu = np.nan_to_num(peak / count, nan=-1.0).tolist()  # -1: no peak, no share
+    by_peak = {p: published.share(workload, p) for p in set(per_gpu)}
+    shares = [by_peak[p] for p in per_gpu]
     flops = peak * np.array([share for share, _ in shares])
     source = ["estimate"] * len(rows)
     basis = [f"peak FLOP/s x the share of peak reached by {b}" for _, b in shares]

@@ -260,10 +260,11 @@ def resolve_models(
         for t in tables
     ]
     result: dict[str, SpeedupModel] = {}
+    built: dict[tuple[int, tuple[str, str]], SpeedupModel] = {}  # most types share a row
     for itype in instance_types:
         result[itype] = LINEAR
         found = False
-        for rows in indexed:
+        for t, rows in enumerate(indexed):
             for key in (
                 (itype, workload),
                 (itype, WILDCARD),
@@ -271,7 +272,9 @@ def resolve_models(
                 (WILDCARD, WILDCARD),
             ):
                 if key in rows:
-                    result[itype] = _model_from_row(rows[key])
+                    if (t, key) not in built:
+                        built[t, key] = _model_from_row(rows[key])
+                    result[itype] = built[t, key]
                     found = True
                     break
             if found:

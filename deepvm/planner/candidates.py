@@ -156,23 +156,10 @@ def worker_cost(
     return cost
 
 
-def _most_nodes(offers: Offers, market: str) -> FloatArray:
-    """Per GPU type, the most nodes its quotas allow in ``market`` (each quota in
-    its own unit; looked up once per distinct set of quotas, not once per type)."""
-    limits: dict[int, float] = {}  # by identity: types of one quota set share its tuple
-    out = np.empty(len(offers.gpu_types))
-    for i in range(len(offers.gpu_types)):
-        uses = offers.gpu_quota_uses(i, market)
-        if id(uses) not in limits:
-            limits[id(uses)] = offers.max_nodes(uses)
-        out[i] = limits[id(uses)]
-    return out
-
-
 def node_limits(offers: Offers, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, IntArray]:
     """Largest n per GPU type and architecture that the quotas and the cap allow."""
-    spot_nodes = _most_nodes(offers, "spot")
-    od_nodes = _most_nodes(offers, "on_demand")
+    spot_nodes = offers.most_nodes("spot")
+    od_nodes = offers.most_nodes("on_demand")
     has_spot = np.isfinite(offers.gpu_spot)
     return {a.name: a.max_workers(spot_nodes, od_nodes, has_spot, max_nodes) for a in arch.REGISTRY}
 

@@ -110,9 +110,11 @@ def remote_sides(
     need = job.remote_memory_needed_gb
     with np.errstate(divide="ignore", invalid="ignore"):
         for region in sorted(set(gpu_region)):
+            local = np.flatnonzero(cpu_region == region)
+            if not local.size:  # no CPU types here (Azure's regions): no remote side
+                continue
             rows = np.array([r for r, (c_region, _) in enumerate(classes) if c_region == region])
             worker_nsat = np.array([classes[r][1] for r in rows])[:, None]
-            local = np.flatnonzero(cpu_region == region)
             for j in local[
                 undominated_remotes(
                     cpu_nsat[local], usable[local], upper[local], offers.cpu_ondemand[local]

@@ -19,7 +19,7 @@ from deepvm.catalog.common import spot_outliers, spot_saving_pct
 from deepvm.errors import InputError, UnknownWorkloadError
 from deepvm.flopp import Published, node_throughput
 from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
-from deepvm.quotas import NodeQuota, Quotas
+from deepvm.quotas import NodeQuota, QuotaKey, Quotas
 from deepvm.tables import Table, as_table
 from deepvm.workloads import WORKLOADS, Workload
 
@@ -78,6 +78,10 @@ class Offers:
     gpu_flops_basis: tuple[str, ...] = ()
     gpu_flops_date: tuple[str | None, ...] = ()
     gpu_rows: Table | None = None
+    # most_nodes' answers per market (init=False: dataclasses.replace starts afresh).
+    _most_nodes: dict[str, FloatArray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def speedups(self, i: int, n: npt.ArrayLike) -> FloatArray:
         return self.gpu_models[i](n)
@@ -149,6 +153,25 @@ class Offers:
             if use.per_node > 0 and math.isfinite(limit):
                 most = min(most, math.floor(limit / use.per_node + 1e-9))
         return most
+
+    def most_nodes(self, market: str) -> FloatArray:
+        """Per GPU type, the most nodes its quotas allow in ``market`` (each quota in
+        its own unit). Types share quota keys (a region's GPU quota, its regional
+        vCPU quota): each key's limit is looked up once, and the answer is kept
+        (offers never change)."""
+        if market in self._most_nodes:
+            return self._most_nodes[market]
+        key_limits: dict[QuotaKey, float] = {}
+        out = np.full(len(self.gpu_types), math.inf)
+        for i in range(len(self.gpu_types)):
+            for use in self.gpu_quota_uses(i, market):
+                limit = key_limits.get(use.key)
+                if limit is None:
+                    limit = key_limits[use.key] = self.quotas.key_limit(use.key)
+                if use.per_node > 0 and limit < math.inf:
+                    out[i] = min(out[i], math.floor(limit / use.per_node + 1e-9))
+        self._most_nodes[market] = out
+        return out
 
     def gpu_max_nodes(self, i: int, market: str) -> float:
         return self.max_nodes(self.gpu_quota_uses(i, market))
@@ -331,17 +354,18 @@ def _quota_uses(rows: Table, quotas: Quotas, market: str) -> tuple[tuple[NodeQuo
 
     group, spot_group = list(rows["quota_group"]), column("spot_quota_group")
     regional = column("spot_regional_quota_group" if market == "spot" else "regional_quota_group")
-    gpus = rows["accelerator_count"].astype(float)
-    vcpus, regions = rows["vcpus"].astype(float), rows["region"]
+    gpus = rows["accelerator_count"].astype(float).tolist()
+    vcpus, regions = rows["vcpus"].astype(float).tolist(), [str(r) for r in rows["region"]]
     seen: dict[tuple[object, ...], tuple[NodeQuota, ...]] = {}  # types share their quotas
     out = []
-    for k in range(len(rows)):
-        by_market = spot_group[k] is not None and spot_group[k] != group[k]
-        key = (spot_group[k] or group[k]) if market == "spot" else group[k]
-        args = (str(regions[k]), key, regional[k], float(vcpus[k]), float(gpus[k]), by_market)
-        if args not in seen:
-            seen[args] = quotas.uses(
-                args[0], market, (key, regional[k]), args[3], args[4], named_by_market=by_market
+    for args in zip(regions, group, spot_group, regional, vcpus, gpus, strict=True):
+        uses = seen.get(args)
+        if uses is None:
+            region, own, spot, extra, cpu, gpu = args
+            by_market = spot is not None and spot != own
+            key = (spot or own) if market == "spot" else own
+            uses = seen[args] = quotas.uses(
+                region, market, (key, extra), cpu, gpu, named_by_market=by_market
             )
-        out.append(seen[args])
+        out.append(uses)
     return tuple(out)
