@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from deepvm.planner.fleet_types import FleetPlan
 
 
+def _hours_or_never(value: object) -> str:
+    if value is None or pd.isna(value):
+        return "-"
+    return "never" if value == float("inf") else f"{float(value):.3g} h"  # type: ignore[arg-type]
+
+
 def _md_table(df: pd.DataFrame) -> str:
     header = "| " + " | ".join(df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
@@ -109,6 +115,25 @@ def change_report_markdown(
         }
     )
     lines.append(_md_table(now))
+    running = changes[changes["decision"].notna()] if "decision" in changes else changes[:0]
+    if not running.empty:
+        lines.append("Running jobs (`deepvm adopt`): stay, or move to tonight's cluster:")
+        lines.append(
+            _md_table(
+                pd.DataFrame(
+                    {
+                        "job": running["scenario"],
+                        "runs on": running["running_cluster"],
+                        "stay or move": running["decision"],
+                        "gain": running["gain"].map(lambda g: f"{g:.1%}"),
+                        "move takes": running["migration_h"].map(_hours_or_never),
+                        "move costs": running["migration_usd"].map(_money),
+                        "pays after": running["break_even_h"].map(_hours_or_never),
+                        "why": running["decision_reason"],
+                    }
+                )
+            )
+        )
     moved = changes[changes["changed"]]
     if not moved.empty:
         lines.append("What moved, and from where:")

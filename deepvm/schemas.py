@@ -271,6 +271,24 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
             ]
         ),
     ),
+    # What each registered job runs on now (deepvm.running, `deepvm adopt`): one row
+    # per adoption, the newest per job is the one that holds.
+    "running": (
+        "adopted_date",
+        pa.schema(
+            [
+                ("scenario", pa.string()),
+                ("adopted_at", _ts),
+                ("plan_date", pa.string()),
+                ("source", pa.string()),
+                *_cluster,
+                ("checkpoint_interval_s", pa.float64()),
+                ("efficiency", pa.float64()),
+                ("work_done_flops", pa.float64()),
+                ("started_at", _ts),
+            ]
+        ),
+    ),
 }
 
 
@@ -363,6 +381,8 @@ TABLE_DOCS = {
     "fleet": "one plan for all registered jobs under the shared quotas and team budget: "
     "per job its cluster, `value` (its objective over what it gets alone), what binds it, "
     "and its solo cluster's cost and throughput",
+    "running": "the cluster each registered job runs on (`deepvm adopt`): the plan it was "
+    "adopted from, its checkpoint interval and efficiency, and the work done so far",
 }
 
 

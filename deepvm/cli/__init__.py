@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_global_flags(parser, False)
     plan.add_parsers(sub)
     fleet.add_parsers(sub)
+    fleet.add_adopt_parser(sub)
     data.add_parsers(sub)
     measure.add_parsers(sub)
     data.add_prices_parser(sub)
@@ -73,6 +74,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": plan.cmd_sweep,
     "compare": plan.cmd_compare,
     "fleet": fleet.cmd_fleet,
+    "adopt": fleet.cmd_adopt,
     "catalog": data.cmd_catalog,
     "flopp": data.cmd_flopp,
     "workloads": data.cmd_workloads,

@@ -1,4 +1,5 @@
-"""The fleet command: one plan for every registered job (deepvm.planner.fleet_plan)."""
+"""The fleet command: one plan for every registered job (deepvm.planner.fleet_plan);
+the adopt command: what a registered job runs on now (deepvm.running)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,25 @@ from deepvm.cli.common import (
     add_store_timeout,
     add_time_limit,
     check_output_path,
+    date_text,
     dollars_text,
     hours_text,
     json_text,
     money_text,
+    number,
     path_text,
     planner_inputs,
     progress,
+    store_location,
     table_text,
     tflops,
+    writable_store,
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.plan import check_launch_files
 from deepvm.cluster import cluster_words
+from deepvm.config import MAX_WORK_FLOPS
+from deepvm.errors import DeepvmError
 
 
 def add_parsers(sub: Any) -> None:
@@ -212,3 +219,81 @@ def _print_quota_use(plan: Any) -> None:
             ],
         )
     )
+
+
+# Work done so far: none yet (0) up to the largest training work deepvm accepts.
+WORK_DONE = number(ge=0, le=MAX_WORK_FLOPS)
+
+
+def add_adopt_parser(sub: Any) -> None:
+    ad_ = sub.add_parser(
+        "adopt",
+        help="record which cluster a registered job now runs on",
+        description="Mark a plan in the store as the cluster JOB runs on (the store's "
+        "running table): by default the job's cluster in the newest fleet plan, or with "
+        "--rank N deepvm's Nth recommendation for it. The nightly then weighs moving it "
+        "against staying (deepvm.planner.migration).",
+    )
+    ad_.add_argument("job", help="the registered job's name (the scenarios file's name)")
+    ad_.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
+    ad_.add_argument(
+        "--rank", type=int, metavar="N", help="deepvm's recommendation of rank N, not the fleet's"
+    )
+    done = ad_.add_mutually_exclusive_group()
+    done.add_argument(
+        "--work-done", type=WORK_DONE, metavar="FLOPS", help="training FLOPs done so far"
+    )
+    done.add_argument(
+        "--started",
+        metavar="ISO_TIME",
+        help="when it started (e.g. 2026-12-01T08:00Z): the work done is estimated at the "
+        "cluster's goodput since then",
+    )
+    ad_.add_argument(
+        "--date",
+        type=date_text,
+        metavar="YYYY-MM-DD",
+        help="adopt the plan of this night or before",
+    )
+    add_format(ad_)
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    from deepvm.running import adopt
+
+    store = writable_store(store_location(args, required=True))
+    if args.rank is not None and args.rank < 1:
+        raise DeepvmError(f"--rank {args.rank} must be 1 or more")
+    started = _when(args.started) if args.started else None
+    adopted = adopt(
+        store, args.job, rank=args.rank, work_done_flops=args.work_done, started_at=started,
+        date=args.date,
+    )  # fmt: skip
+    row = {
+        "scenario": adopted.scenario,
+        "plan_date": adopted.plan_date,
+        "source": adopted.source,
+        **adopted.cluster.as_dict(),
+        "work_done_flops": adopted.work_done_flops,
+    }
+    if output_format(args) == "json":
+        sys.stdout.write(json_text(row))
+        return 0
+    done = adopted.work_done_flops
+    print(
+        f"{adopted.scenario} runs {cluster_words(row, architecture=True, region=True)} "
+        f"(the {adopted.source} plan of {adopted.plan_date})"
+        + (f"; {done:.3g} FLOPs done" if done is not None else "")
+    )
+    return 0
+
+
+def _when(text: str) -> Any:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise DeepvmError(
+            f"--started {text!r} is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
+        ) from None

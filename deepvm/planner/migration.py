@@ -139,9 +139,10 @@ def decide(
     if not remaining_flops > 0:
         return MoveDecision(False, 0.0, cost, break_even, "no work left")
     move = gain > min_gain
-    reason = (
-        f"moving saves {gain:.1%} {what} net of the move (more than {min_gain:.0%})"
-        if move
-        else f"moving saves {gain:.1%} {what} net of the move (at most {min_gain:.0%}): stay"
-    )
+    if move:
+        reason = f"moving saves {gain:.1%} {what} net of the move (more than {min_gain:.0%})"
+    elif gain >= 0:
+        reason = f"moving saves {gain:.1%} {what} net of the move (at most {min_gain:.0%}): stay"
+    else:
+        reason = f"moving would add {-gain:.1%} {what}, the move included: stay"
     return MoveDecision(move, gain, cost, break_even, reason)

@@ -1,0 +1,203 @@
+"""What runs now: the cluster each registered job was started on (the store's
+``running`` table, written by ``deepvm adopt``), and whether tonight's plan for it
+is worth moving to (docs/ARCHITECTURE.md, "Re-planning running jobs").
+
+A job is adopted from a plan in the store: by default its cluster in the newest
+fleet plan, or deepvm's recommendation of rank N. The row keeps the cluster, the
+checkpoint interval and efficiency it was planned with, and the work done so far
+(given, or estimated from the start time at the cluster's goodput).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from deepvm.cluster import Cluster
+from deepvm.config import DEFAULT_RESTART_S, Objective
+from deepvm.errors import InputError
+from deepvm.planner.migration import DEFAULT_MIN_GAIN, MoveDecision, Side, decide
+from deepvm.store import Store
+
+TABLE = "running"
+# Where a job gives no total work, the work a night's plan is for: the next 24 h on
+# its current cluster (the nightly plans again tomorrow).
+HORIZON_H = 24.0
+DEFAULT_NETWORK_GBPS = 10.0
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """One job's running cluster, as stored."""
+
+    scenario: str
+    cluster: Cluster
+    plan_date: str
+    source: str  # "fleet" or "deepvm #N"
+    checkpoint_interval_s: float
+    efficiency: float
+    work_done_flops: float | None
+    started_at: pd.Timestamp | None
+
+
+def adopt(
+    store: Store,
+    job: str,
+    *,
+    rank: int | None = None,
+    work_done_flops: float | None = None,
+    started_at: dt.datetime | None = None,
+    date: str | None = None,
+) -> Adopted:
+    """Mark ``job``'s plan (the newest fleet plan's cluster, or deepvm's
+    recommendation of ``rank``) as the cluster it runs on, written to ``running``.
+    An unknown job or rank is an InputError, and nothing is written."""
+    row, plan_date, source = _plan_row(store, job, rank, date)
+    cluster = Cluster.from_mapping(row)
+    if cluster is None:
+        raise InputError(f"job {job!r} is unplanned on {plan_date}: there is no cluster to adopt")
+    interval = _float(row.get("checkpoint_interval_s"))
+    efficiency = _float(row.get("efficiency"))
+    efficiency = efficiency if efficiency > 0 else 1.0
+    now = pd.Timestamp(dt.datetime.now(dt.UTC))
+    started = pd.Timestamp(started_at) if started_at is not None else None
+    if started is not None:
+        if started.tzinfo is None:
+            started = started.tz_localize("UTC")
+        if started > now:
+            raise InputError(f"--started {started.isoformat()} is in the future")
+        if work_done_flops is None:  # estimated: the time since, at the cluster's goodput
+            seconds = (now - started).total_seconds()
+            work_done_flops = seconds * cluster.throughput_flops * efficiency
+    adopted = Adopted(
+        job, cluster, plan_date, source, interval, efficiency, work_done_flops, started
+    )
+    record: dict[str, Any] = {
+        "scenario": job,
+        "adopted_at": now,
+        "plan_date": plan_date,
+        "source": source,
+        **cluster.as_dict(),
+        "checkpoint_interval_s": interval,
+        "efficiency": efficiency,
+        "work_done_flops": work_done_flops,
+        "started_at": started,
+    }
+    store.write(TABLE, pd.DataFrame([record]), partition=now.date().isoformat(), name=_writer(job))
+    return adopted
+
+
+def running_jobs(store: Store) -> dict[str, Adopted]:
+    """Each job's newest adoption."""
+    if not store.has(TABLE):
+        return {}
+    rows = store.read(TABLE)
+    out: dict[str, Adopted] = {}
+    for r in rows.sort_values("adopted_at").to_dict("records"):
+        cluster = Cluster.from_mapping(r)
+        if cluster is None:
+            continue
+        done = _float(r.get("work_done_flops"))
+        started = r.get("started_at")
+        out[str(r["scenario"])] = Adopted(
+            str(r["scenario"]),
+            cluster,
+            str(r["plan_date"]),
+            str(r["source"]),
+            _float(r.get("checkpoint_interval_s")),
+            _float(r.get("efficiency")) or 1.0,
+            None if math.isnan(done) else done,
+            None if started is None or pd.isna(started) else pd.Timestamp(started),
+        )
+    return out
+
+
+def stay_or_move(
+    running: Adopted,
+    tonight: dict[str, Any],
+    *,
+    objective: Objective | str,
+    work_flops: float | None,
+    checkpoint_gb: float,
+    restart_s: float = DEFAULT_RESTART_S,
+    network_gbps: dict[tuple[str, str], float] | None = None,
+    min_gain: float = DEFAULT_MIN_GAIN,
+) -> MoveDecision | None:
+    """Whether a running job should move to tonight's cluster for it (a fleet or
+    recommendation row); None where tonight's is the cluster it runs on."""
+    new = Cluster.from_mapping(tonight)
+    if new is None or new.identity() == running.cluster.identity():
+        return None
+    gbps = network_gbps or {}
+    old_side = Side(
+        running.cluster.throughput_flops,
+        running.cluster.hourly_cost,
+        gbps.get((running.cluster.region, running.cluster.worker_type), DEFAULT_NETWORK_GBPS),
+        running.efficiency,
+        running.checkpoint_interval_s,
+    )
+    efficiency = _float(tonight.get("efficiency"))
+    new_side = Side(
+        new.throughput_flops,
+        new.hourly_cost,
+        gbps.get((new.region, new.worker_type), DEFAULT_NETWORK_GBPS),
+        efficiency if efficiency > 0 else 1.0,
+        _float(tonight.get("checkpoint_interval_s")),
+    )
+    if work_flops is not None:
+        remaining = max(work_flops - (running.work_done_flops or 0.0), 0.0)
+    else:
+        remaining = HORIZON_H * 3600 * old_side.useful_flops
+    return decide(
+        objective,
+        old_side,
+        new_side,
+        remaining,
+        checkpoint_gb=checkpoint_gb,
+        restart_s=restart_s,
+        min_gain=min_gain,
+    )
+
+
+def _plan_row(
+    store: Store, job: str, rank: int | None, date: str | None
+) -> tuple[dict[str, Any], str, str]:
+    table = "fleet" if rank is None else "recommendations"
+    dates = [d for d in store.partitions(table) if date is None or d <= date]
+    if not dates:
+        raise InputError(
+            f"the store has no {table} plan{' on or before ' + date if date else ''}: "
+            "run `deepvm nightly --store URI` first"
+        )
+    rows = store.read(table, partitions=dates[-1:])
+    mine = rows[rows["scenario"] == job]
+    if mine.empty:
+        known = ", ".join(sorted(set(rows["scenario"].astype(str))))
+        raise InputError(f"job {job!r} has no plan on {dates[-1]}; its jobs: {known}")
+    if rank is None:
+        return mine.iloc[-1].to_dict(), dates[-1], "fleet"
+    mine = mine[mine["policy"] == "deepvm"]
+    ranks = sorted(int(r) for r in mine["rank"])
+    picked = mine[mine["rank"] == rank]
+    if picked.empty:
+        raise InputError(
+            f"job {job!r} has deepvm ranks {', '.join(map(str, ranks))} on {dates[-1]}; "
+            f"--rank {rank} is not one"
+        )
+    return picked.iloc[-1].to_dict(), dates[-1], f"deepvm #{rank}"
+
+
+def _writer(job: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in job)[:60] or "job"
+
+
+def _float(value: object) -> float:
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return out
