@@ -325,7 +325,9 @@ def plan_fleet_stage(
     inputs = inputs or load_inputs(
         store=store, region=region, snapshot_date=date, workloads=workloads
     )
-    plan = plan_fleet(scenarios, inputs, team_budget=team_budget)
+    from deepvm.running import with_running
+
+    plan = plan_fleet(with_running(store, scenarios), inputs, team_budget=team_budget)
     write_fleet(plan, store, snapshot_date=date)
     return plan
 

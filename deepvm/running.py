@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -20,6 +21,7 @@ import pandas as pd
 from deepvm.cluster import Cluster
 from deepvm.config import DEFAULT_RESTART_S, Objective
 from deepvm.errors import InputError
+from deepvm.planner.fleet_types import RegisteredJob, Running
 from deepvm.planner.migration import DEFAULT_MIN_GAIN, MoveDecision, Side, decide
 from deepvm.store import Store
 
@@ -89,6 +91,20 @@ def adopt(
     }
     store.write(TABLE, pd.DataFrame([record]), partition=now.date().isoformat(), name=_writer(job))
     return adopted
+
+
+def with_running(store: Store, jobs: Sequence[RegisteredJob]) -> list[RegisteredJob]:
+    """The jobs, each with the cluster it runs on (its newest adoption), if any."""
+    running = running_jobs(store)
+    return [
+        replace(
+            job,
+            running=Running(a.cluster, a.checkpoint_interval_s, a.efficiency, a.work_done_flops),
+        )
+        if (a := running.get(job.name)) is not None
+        else job
+        for job in jobs
+    ]
 
 
 def running_jobs(store: Store) -> dict[str, Adopted]:

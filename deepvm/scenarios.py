@@ -24,7 +24,7 @@ _FIELDS = {v: k for k, v in _KEYS.items()}
 OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
 # How the job sits in the team's fleet (deepvm.planner.fleet_plan): its weight, and
 # whether it runs at the same time as the others (sharing their quotas).
-FLEET_KEYS = ("priority", "fleet")
+FLEET_KEYS = ("priority", "fleet", "keep_running")
 # Keys the file once took that no longer do anything: read, ignored, logged.
 RETIRED_KEYS = {"time_limit_s": "one job is planned exactly: no solver time limit applies"}
 
@@ -122,6 +122,9 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     shared = job.get("fleet", True)
     if not isinstance(shared, bool):
         raise InputError(f"{label}: fleet={shared!r} must be true or false")
+    keep = job.get("keep_running", False)
+    if not isinstance(keep, bool):
+        raise InputError(f"{label}: keep_running={keep!r} must be true or false")
     options: dict[str, object] = {
         _FIELDS.get(str(k), str(k)): v
         for k, v in job.items()
@@ -139,4 +142,6 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
         raise InputError(f"{label}: {exc.render(scenario_key)}") from None
     if spec.objective == Objective.COST and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
-    return RegisteredJob(name.strip(), float(budget), spec, float(priority), shared=shared)
+    return RegisteredJob(
+        name.strip(), float(budget), spec, float(priority), shared=shared, keep_running=keep
+    )

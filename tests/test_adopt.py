@@ -66,18 +66,75 @@ def test_adopt_needs_a_plan_in_the_store(tmp_path, capsys):
     assert "run `deepvm nightly --store URI` first" in capsys.readouterr().err
 
 
-def test_the_change_report_says_stay_or_move_for_running_jobs(store, capsys):
-    # resnet50-3usd runs tonight's cluster: stay. gpt2-6usd runs deepvm's #2 alone
-    # (a p4d.24xlarge, faster than the fleet's share for it): moving loses time.
-    assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0
+def test_the_change_report_says_stay_or_move_for_running_jobs(store, capsys, tmp_path):
+    # gpt2-6usd runs deepvm's second cluster (a p4d.24xlarge, faster than the
+    # fleet's share for it): the plan keeps it there. resnet50-3usd runs deepvm's
+    # third (2 x p3.8xlarge): alone, tonight's plan moves it to a p4d.24xlarge.
     assert main(["adopt", "gpt2-6usd", "--store", store, "--rank", "2", "-q"]) == 0
     assert main(["nightly", "--store", store, "--date", "2026-12-02", "-q"]) == 0
-    capsys.readouterr()
     report = change_report(Store.open(store), "2026-12-02").set_index("scenario")
-    same = report.loc["resnet50-3usd"]
-    assert same["decision"] == "stay" and "the cluster it runs on" in same["decision_reason"]
-    moved = report.loc["gpt2-6usd"]
-    assert moved["decision"] == "stay" and moved["gain"] < 0
-    assert moved["migration_h"] > 0 and moved["migration_usd"] > 0
-    assert "p4d.24xlarge" in moved["running_cluster"]
+    stays = report.loc["gpt2-6usd"]
+    assert stays["decision"] == "stay" and "the cluster it runs on" in stays["decision_reason"]
+    assert "p4d.24xlarge" in stays["running_cluster"]
     assert report["decision"].isna()["bert-paper-10usd"]  # not adopted
+    (tmp_path / "alone.toml").write_text(ALONE)
+    assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "3", "-q"]) == 0
+    argv = ["nightly", "--store", store, "--date", "2026-12-03", "-q"]
+    assert main([*argv, "--scenarios", str(tmp_path / "alone.toml")]) == 0
+    capsys.readouterr()
+    moved = change_report(Store.open(store), "2026-12-03").set_index("scenario").loc[
+        "resnet50-3usd"
+    ]  # fmt: skip
+    assert moved["decision"] == "move" and moved["gain"] > 0.05
+    assert moved["migration_h"] > 0 and moved["migration_usd"] > 0 and moved["break_even_h"] > 0
+    assert "p3.8xlarge" in moved["running_cluster"] and "saves" in moved["decision_reason"]
+
+
+# --- the fleet plan knows what runs ---------------------------------------------------
+
+
+def fleet_jobs(capsys, store, *argv):
+    capsys.readouterr()
+    assert main(["fleet", "--store", store, "--json", *argv]) == 0
+    return {j["scenario"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+
+
+ALONE = '[[job]]\nname = "resnet50-3usd"\nworkload = "resnet50"\nbudget = 3.0\n'
+
+
+def test_a_running_job_stays_unless_moving_pays(store, capsys, tmp_path):
+    (tmp_path / "alone.toml").write_text(ALONE)
+    alone = ["--scenarios", str(tmp_path / "alone.toml")]
+    before = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
+    # Adopted on deepvm's third cluster (2 x p3.8xlarge), far below its best: it moves.
+    assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "3", "-q"]) == 0
+    moved = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
+    assert moved["worker_type"] == before["worker_type"] == "p4d.24xlarge"
+    assert moved["note"].startswith("moves from tiering: 2 x p3.8xlarge")
+    assert moved["value"] < before["value"]  # net of the move
+    # Adopted on the plan's own cluster: it stays, at its value.
+    assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0
+    stays = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
+    assert stays["note"] == "stays on its running cluster" and stays["value"] == before["value"]
+
+
+def test_a_running_job_keeps_its_quota_and_the_others_plan_around_it(store, capsys):
+    # gpt2-6usd on a p4d.24xlarge (deepvm's #2 alone): 96 P spot vCPUs in us-east-1.
+    assert main(["adopt", "gpt2-6usd", "--store", store, "--rank", "2", "-q"]) == 0
+    assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0
+    jobs = fleet_jobs(capsys, store)
+    assert jobs["gpt2-6usd"]["note"] == "stays on its running cluster"
+    assert jobs["gpt2-6usd"]["worker_type"] == "p4d.24xlarge"
+    p4d = [j for j in jobs.values() if j["worker_type"] == "p4d.24xlarge"]
+    assert len(p4d) == 2  # two p4d.24xlarge (192 vCPUs): a third would pass the P quota
+
+
+def test_a_running_cluster_over_budget_moves_unless_the_job_keeps_it(store, capsys, tmp_path):
+    assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0  # $2.63/h
+    jobs = tmp_path / "jobs.toml"  # tonight, its budget is $2/h
+    jobs.write_text('[[job]]\nname = "resnet50-3usd"\nworkload = "resnet50"\nbudget = 2.0\n')
+    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    assert job["hourly_cost"] <= 2.0 and "over its $2/h budget: it moves" in job["note"]
+    jobs.write_text(jobs.read_text() + "keep_running = true\n")
+    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    assert job["worker_type"] == "p4d.24xlarge" and job["note"] == "stays on its running cluster"

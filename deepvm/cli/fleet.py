@@ -82,8 +82,18 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
     if args.sky_yaml is not None:
         check_output_path("--sky-yaml", args.sky_yaml, folder=True)
-    inputs = planner_inputs(args)
+    uri = store_location(args, required=False)
+    store = None
+    if uri:
+        from deepvm.store import Store
+
+        store = Store.open(uri)
+    inputs = planner_inputs(args, store=store)
     jobs = load_scenarios(args.scenarios, inputs.workloads)
+    if store is not None:  # jobs that run (deepvm adopt) weigh moving against staying
+        from deepvm.running import with_running
+
+        jobs = with_running(store, jobs)
     plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
     if plan.status == "limit_with_incumbent":  # a checked plan, not proven best
         print(

@@ -6,6 +6,7 @@ the shared limits its solo cluster would break in this plan (``explain``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from deepvm.errors import SolverError
@@ -43,7 +44,10 @@ def check(
             continue
         assert w.planner is not None
         offers, job = w.planner.offers, w.planner.job
-        for why in violations(offers, job, config, w.job.budget):
+        # A running cluster the job keeps (keep_running) may cost more than its budget.
+        kept = w.job.keep_running and config == w.current
+        budget = math.inf if kept else w.job.budget
+        for why in violations(offers, job, config, budget):
             broken.append(f"{w.job.name}: {cluster_words(offers, config)}: {why}")
         if w.job.shared:
             total += hourly_cost(offers, config)

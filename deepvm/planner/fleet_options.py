@@ -283,3 +283,16 @@ class JobState:
     solo_score: float = math.nan
     options: JobOptions | None = None
     note: str | None = None
+    # A running job (deepvm.planner.fleet_running): its cluster tonight, each
+    # candidate's value net of moving to it, and the program's weights.
+    current: Config | None = None
+    net_values: dict[Config, float] | None = None
+    net_weights: dict[Config, float] | None = None
+
+    def weights(self, value: FloatArray) -> FloatArray:
+        """The program's weight of each candidate: priority x its value (``value``,
+        the job's objective over its solo optimum), or net of moving (running)."""
+        assert self.options is not None
+        if self.net_weights is None:
+            return self.job.priority * value
+        return self.job.priority * np.array([self.net_weights[c] for c in self.options.configs])

@@ -33,7 +33,7 @@ import numpy as np
 from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.errors import DeepvmError
 from deepvm.planner import architectures as arch
-from deepvm.planner import fleet_check, fleet_program
+from deepvm.planner import fleet_check, fleet_program, fleet_running
 from deepvm.planner.api import Inputs, job_planner, job_spec
 from deepvm.planner.candidates import Config, hourly_cost
 from deepvm.planner.constraints import QuotaKey
@@ -48,6 +48,7 @@ from deepvm.planner.fleet_options import (
 from deepvm.planner.fleet_program import LEXICOGRAPHIC_RTOL
 from deepvm.planner.fleet_types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
 from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
+from deepvm.planner.migration import DEFAULT_MIN_GAIN
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
 
@@ -75,10 +76,11 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     for w in shared:
         o = w.options
         assert o is not None
-        shape = (id(o), w.job.priority)
+        # A running job's candidates are its own (valued net of moving): not shared.
+        shape = (id(o), w.job.priority) if w.net_weights is None else (id(w), 0.0)
         if shape not in pruned:
             usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]]
-            weight = w.job.priority * _value(w, o.score)
+            weight = w.weights(_value(w, o.score))
             rows = undominated(np.column_stack([-weight, o.cost, usage]))
             if team_budget is None:
                 strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
@@ -96,6 +98,7 @@ def plan_fleet(
     *,
     team_budget: float | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    min_gain: float = DEFAULT_MIN_GAIN,
 ) -> FleetPlan:
     """One plan for every job (see the module docstring). A job with no feasible
     cluster alone is unplanned, with a note saying why; a non-optimal solve (time
@@ -108,6 +111,11 @@ def plan_fleet(
         raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
     work = [JobState(j) for j in jobs]
     _solo_plans(work, inputs)
+    for w in work:  # a running job's candidates, valued net of moving off its cluster
+        if w.job.running is not None:
+            fleet_running.adjust(
+                w, lambda c, w=w: _score(w.planner, c), lambda s, w=w: _value(w, s), min_gain
+            )
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
     _prune_across(shared, inputs, team_budget)
     start = time.perf_counter()
@@ -197,13 +205,15 @@ def _score(planner: Planner, config: Config) -> float:
     """The planner's score (higher is better) of one cluster."""
     c = planner.candidates
     scores, _ = planner.policy_scores(Policy.DEEPVM)
-    k = int(
-        np.flatnonzero(
-            (c.architecture == arch.code(config.architecture))
-            & (c.worker == config.worker)
-            & (c.n == config.n_workers)
-        )[0]
+    found = np.flatnonzero(
+        (c.architecture == arch.code(config.architecture))
+        & (c.worker == config.worker)
+        & (c.n == config.n_workers)
     )
+    if not found.size:  # no candidate (a running cluster past the budget cap): in full
+        value = planner.describe(Policy.DEEPVM, 1, config, SOLVER, 0.0).objective_value
+        return -value if planner.objective == Objective.COST else value
+    k = int(found[0])
     if planner.objective != Objective.COST:
         return float(scores[k])
 
@@ -238,7 +248,7 @@ def _solve(
         rows = np.arange(offset, offset + len(o))
         starts.append(offset)
         job_rows.append(np.full(len(o), j))
-        weights.append(w.job.priority * _value(w, o.score))
+        weights.append(w.weights(_value(w, o.score)))
         costs.append(o.cost)
         local = [keys.setdefault(key, len(keys)) for key in o.keys]
         r, col = np.nonzero(o.usage)
@@ -298,4 +308,14 @@ def _job_plan(
         return plan(False, 0.0, None)
     solver = SOLVER if job.shared else "numpy/exact"
     cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
+    if w.net_values is not None and config in w.net_values:  # running: net of the move
+        if w.current is not None and note is None and w.job.running is not None:
+            was = w.job.running.cluster.words(architecture=True, region=True)
+            gain = w.net_values[config] / w.net_values[w.current] - 1
+            note = (
+                "stays on its running cluster"
+                if config == w.current
+                else f"moves from {was}: {gain:+.1%} net of the move"
+            )
+        return plan(True, w.net_values[config], cluster)
     return plan(True, float(_value(w, _score(planner, config))), cluster)

@@ -10,13 +10,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepvm.cluster import CLUSTER_FIELDS
+from deepvm.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.config import JobSpec
 from deepvm.planner.policies import Recommendation
 
 # Priorities weigh values of at most 1 in one objective that HiGHS solves to a
 # relative precision of about 1e-9: the largest over the smallest stays within 1e6.
 PRIORITY_RANGE = (1e-3, 1e3)
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a registered job runs on now (deepvm.running reads it from the store;
+    deepvm.planner.fleet_running weighs moving it)."""
+
+    cluster: Cluster
+    checkpoint_interval_s: float = math.nan
+    efficiency: float = 1.0
+    work_done_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,10 @@ class RegisteredJob:
     spec: JobSpec = field(default_factory=JobSpec)
     priority: float = 1.0
     shared: bool = True
+    running: Running | None = None  # the cluster it runs on now, if any
+    # Keep the running cluster even where it no longer fits the budget (the
+    # scenarios file's keep_running).
+    keep_running: bool = False
 
     def __post_init__(self) -> None:
         low, high = PRIORITY_RANGE
