@@ -187,3 +187,33 @@ def compare_figure(rows: pd.DataFrame, title: str) -> Any:
         left=0.3, right=0.98, top=1 - 0.6 / height, bottom=1.1 / height, wspace=0.05
     )
     return fig
+
+
+def plot_backtest(series: pd.DataFrame, path: str | Path, title: str) -> Path:
+    """A backtest's cumulative work and cost per policy over the nights
+    (deepvm.backtest): two panels, one line per policy."""
+    plt = _pyplot()
+    fig = backtest_figure(series, title)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def backtest_figure(series: pd.DataFrame, title: str) -> Any:
+    """The backtest's figure (see plot_backtest)."""
+    plt = _pyplot()
+    fig, (work, cost) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    for policy, rows in series.groupby("policy", sort=False):
+        nights = pd.to_datetime(rows["night"])
+        work.plot(nights, rows["work_flops"] / 1e18, lw=1.5, label=policy)
+        cost.plot(nights, rows["cost_usd"], lw=1.5, label=policy)
+    work.set_ylabel("cumulative work (EFLOP)")
+    cost.set_ylabel("cumulative cost (USD)")
+    for ax in (work, cost):
+        ax.grid(alpha=0.3)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    work.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_parsers(sub)
     simulate.add_parsers(sub)
     nightly.add_parsers(sub)
+    nightly.add_backtest_parser(sub)
     measure.add_scaling_parser(sub)
     checkpoint.add_parsers(sub)
     _every_command_takes_the_global_flags(parser)
@@ -82,6 +83,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "benchmark-scaling": measure.cmd_benchmark_scaling,
     "fit": measure.cmd_fit,
     "nightly": nightly.cmd_nightly,
+    "backtest": nightly.cmd_backtest,
     "prices": data.cmd_prices,
     "store": store.cmd_store,
     "simulate": simulate.cmd_simulate,

@@ -1,4 +1,4 @@
-"""The nightly run without Prefect."""
+"""The nightly run without Prefect, and the backtest of following it (deepvm.backtest)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,24 @@ from typing import Any
 from deepvm.cli.common import (
     TEAM_BUDGET,
     add_timeout,
+    check_outputs,
     date_text,
+    json_text,
+    number,
     path_text,
     price_timeout,
     print_json,
+    progress,
     regions_list,
     store_location,
     writable_store,
 )
+from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.config import SPOT_ADVISOR_URL
+from deepvm.planner.migration import DEFAULT_MIN_GAIN
+
+# A move's least gain: a share of the remaining time or cost, 0 (any gain) to 1.
+MIN_GAIN = number(ge=0, le=1)
 
 
 def add_parsers(sub: Any) -> None:
@@ -178,3 +187,118 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         )
         return 1
     return 0 if len(failed) < len(report.plans) else 1
+
+
+def add_backtest_parser(sub: Any) -> None:
+    bt = sub.add_parser(
+        "backtest",
+        help="replay the store's price history: planning once against following the nightly",
+        description="Replay the store's price snapshots night by night for the registered "
+        "jobs (each planned alone, 24 h a night) and compare planning once, following every "
+        "night's plan (naive), following it only where the move pays (aware), and the "
+        "hindsight bound (free moves): work, cost, moves and hours lost to moves, per job "
+        "and in total (deepvm.backtest).",
+    )
+    bt.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
+    bt.add_argument("--from", dest="date_from", type=date_text, metavar="YYYY-MM-DD")
+    bt.add_argument("--to", dest="date_to", type=date_text, metavar="YYYY-MM-DD")
+    bt.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        type=path_text,
+        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
+    )
+    bt.add_argument(
+        "--min-gain",
+        type=MIN_GAIN,
+        default=DEFAULT_MIN_GAIN,
+        metavar="FRACTION",
+        help=f"a move must save more than this share of the remaining time or cost "
+        f"(default: {DEFAULT_MIN_GAIN:g})",
+    )
+    bt.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="NIGHTS",
+        help="first fill the store with this many nights of labelled synthetic prices "
+        "(seeded walks around the shipped snapshot; for trying it out, not for plans)",
+    )
+    bt.add_argument("--seed", type=int, default=7, help="the synthetic prices' seed (default 7)")
+    bt.add_argument(
+        "--start",
+        type=date_text,
+        default="2026-11-01",
+        metavar="YYYY-MM-DD",
+        help="the synthetic prices' first night (default 2026-11-01)",
+    )
+    bt.add_argument("--plot", metavar="FILE.png", help="also draw cumulative work and cost")
+    add_format(bt)
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from deepvm.backtest import backtest, write_synthetic
+    from deepvm.scenarios import load_scenarios
+    from deepvm.store import Store
+
+    check_outputs(None, args.plot)
+    jobs = load_scenarios(args.scenarios)
+    uri = store_location(args, required=True)
+    if args.synthetic is not None:
+        store = writable_store(uri)
+        nights = write_synthetic(store, args.synthetic, seed=args.seed, start=args.start)
+        progress(f"wrote {len(nights)} nights of synthetic prices (seed {args.seed}) into {uri}")
+    else:
+        store = Store.open(uri)
+    progress(f"replaying {len(jobs)} jobs ...")
+    result = backtest(
+        store, jobs, date_from=args.date_from, date_to=args.date_to, min_gain=args.min_gain
+    )
+    totals = result.rows.groupby("policy", sort=False)[
+        ["work_flops", "cost_usd", "moves", "hours_lost"]
+    ].sum()
+    rows = [
+        *result.rows.to_dict("records"),
+        *(
+            {"job": "(all)", "policy": p, **t, "work_per_usd": t["work_flops"] / t["cost_usd"]}
+            for p, t in totals.to_dict("index").items()
+        ),
+    ]
+    for r in rows:
+        r["moves"] = int(r["moves"])
+    if output_format(args) == "json":
+        text = json_text(
+            {"nights": result.nights, "min_gain": args.min_gain, "rows": rows,
+             "notes": result.notes}
+        )  # fmt: skip
+    else:
+        shown = [
+            {
+                **r,
+                "work": f"{r['work_flops'] / 1e18:,.1f} EFLOP",
+                "cost": f"${r['cost_usd']:,.2f}",
+                "per $": f"{r['work_per_usd'] / 1e15:,.1f} PFLOP",
+                "lost": f"{r['hours_lost']:.2f} h",
+            }
+            for r in rows
+        ]
+        header = (
+            f"Backtest of {len(jobs)} jobs over {len(result.nights)} nights "
+            f"({result.nights[0]} .. {result.nights[-1]}), min gain {args.min_gain:g}"
+        )
+        text = render_listing(
+            args,
+            shown,
+            [("job", "job"), ("policy", "policy"), ("work", "work"), ("cost", "cost"),
+             ("per $", "work per $"), ("moves", "moves"), ("lost", "hours lost")],
+            ["job", "policy", "work_flops", "cost_usd", "work_per_usd", "moves", "hours_lost"],
+            header=header,
+        )  # fmt: skip
+    if args.plot:
+        from deepvm.plots import plot_backtest
+
+        title = f"backtest: {len(jobs)} jobs, {result.nights[0]} .. {result.nights[-1]}"
+        progress(f"wrote {plot_backtest(result.series, args.plot, title)}")
+    sys.stdout.write(text)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0

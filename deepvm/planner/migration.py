@@ -112,6 +112,8 @@ def decide(
     """Whether a job with ``remaining_flops`` of work left should move from ``old``
     to ``new`` under ``objective`` (see the module docstring)."""
     cost = migration_cost(old, new, checkpoint_gb=checkpoint_gb, restart_s=restart_s)
+    if not remaining_flops > 0:
+        return MoveDecision(False, 0.0, cost, math.inf, "no work left: stay")
     stall_s = cost.transfer_s + cost.restart_s
     objective = Objective(objective)
     if objective in (Objective.THROUGHPUT, Objective.GOODPUT):
@@ -136,8 +138,6 @@ def decide(
         # Work on the new cluster before the savings repay the move, in its hours.
         break_even = cost.usd / saving / new.useful_flops / 3600 if saving > 0 else math.inf
         what = "of the remaining cost"
-    if not remaining_flops > 0:
-        return MoveDecision(False, 0.0, cost, break_even, "no work left")
     move = gain > min_gain
     if move:
         reason = f"moving saves {gain:.1%} {what} net of the move (more than {min_gain:.0%})"
