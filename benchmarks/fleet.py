@@ -85,8 +85,15 @@ def main() -> None:
     parser.add_argument(
         "--heavy", action="store_true", help=f"budgets {HEAVY_BUDGETS} instead of {BUDGETS}"
     )
+    parser.add_argument(
+        "--cloud", help="plan in this cloud only (aws, gcp, azure; default: all three)"
+    )
     args = parser.parse_args()
     catalog, what = three_regions()
+    if args.cloud:
+        from deepvm.catalog.common import in_cloud
+
+        catalog, what = in_cloud(catalog, args.cloud), f"{what}, {args.cloud} only"
     inputs = Inputs(catalog, load_quotas(), overhead_tables=Inputs.load().overhead_tables)
     print(f"catalog: {what}; {len(catalog)} rows in {len(catalog.regions)} regions")
     print(f"budgets per job (USD/h): {HEAVY_BUDGETS if args.heavy else BUDGETS}")

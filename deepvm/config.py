@@ -48,6 +48,10 @@ DEFAULT_MAX_NODES = 256
 DEFAULT_CHECKPOINT_VERSIONS = 2
 # Seconds to re-acquire a preempted node before the checkpoint is reloaded.
 DEFAULT_RESTART_S = 300.0
+# A running job moves only when the move saves more than this share of the remaining
+# time (or cost): spot prices and the planner's estimates move by a few percent night
+# to night, and a smaller gain is within that noise (deepvm.planner.migration).
+DEFAULT_MIN_GAIN = 0.05
 
 # The solver: seconds per solve.
 DEFAULT_TIME_LIMIT_S = 30.0

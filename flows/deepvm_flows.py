@@ -631,6 +631,43 @@ def fleet(
     return plan.as_dict()
 
 
+@flow(name="adopt", log_prints=True)
+@_refusals_fail_in_one_line
+def adopt(
+    job: Annotated[str, Field(description="the registered job's name", min_length=1)],
+    rank: Annotated[
+        int | None,
+        Field(description="deepvm's recommendation of this rank, not the fleet's", ge=1),
+    ] = None,
+    work_done: Annotated[
+        str | None,
+        Field(description="training FLOPs done so far, e.g. 2e18 (text, read whole)"),
+    ] = None,
+    store: StoreUri = None,
+    snapshot_date: DateText = None,
+) -> dict[str, object]:
+    """Record which cluster a registered job now runs on (the store's ``running``
+    table), as ``deepvm adopt``: its cluster in the newest fleet plan, or deepvm's
+    recommendation of ``rank``; the nightly then weighs moving it.
+
+    Args:
+        job: the registered job's name.
+        rank: deepvm's recommendation of this rank, not the fleet's.
+        work_done: training FLOPs done so far, e.g. 2e18.
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+        snapshot_date: adopt the plan of this night or before, YYYY-MM-DD.
+    """
+    from deepvm.running import adopt as adopt_job
+
+    done = parse_work(work_done) if work_done else None
+    adopted = adopt_job(_store(store), job, rank=rank, work_done_flops=done, date=snapshot_date)
+    words = adopted.cluster.words(architecture=True, region=True)
+    get_run_logger().info("%s runs %s (the %s plan of %s)", job, words, adopted.source,
+                          adopted.plan_date)  # fmt: skip
+    return {"scenario": job, "plan_date": adopted.plan_date, "source": adopted.source,
+            **adopted.cluster.as_dict(), "work_done_flops": adopted.work_done_flops}  # fmt: skip
+
+
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "nightly"
     flows: dict[str, Any] = {
@@ -641,5 +678,6 @@ if __name__ == "__main__":
         "benchmark": benchmark,
         "fleet": fleet,
         "benchmark-fleet": benchmark_fleet,
+        "adopt": adopt,
     }
     print(flows[name](store=os.environ.get("DEEPVM_STORE")))

@@ -23,8 +23,7 @@ from deepvm.cli.common import (
     writable_store,
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
-from deepvm.config import SPOT_ADVISOR_URL
-from deepvm.planner.migration import DEFAULT_MIN_GAIN
+from deepvm.config import DEFAULT_MIN_GAIN, SPOT_ADVISOR_URL
 
 # A move's least gain: a share of the remaining time or cost, 0 (any gain) to 1.
 MIN_GAIN = number(ge=0, le=1)

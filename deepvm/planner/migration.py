@@ -28,12 +28,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from deepvm.config import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
 from deepvm.config import Objective
 
-# A move must save more than this fraction of the remaining time (or cost): spot
-# prices and the planner's estimates move by a few percent night to night, and a
-# smaller gain is within that noise.
-DEFAULT_MIN_GAIN = 0.05
 GB_TO_GBIT = 8.0
 
 

@@ -435,3 +435,15 @@ def test_the_spot_advisor_feed_from_the_refresh_and_nightly_forms(tmp_path):
     assert set(spot[aws]["interruption_date"]) == {"2025-06-28"}
     # GCP and Azure publish no interruption rates: their spot rows say estimate.
     assert set(spot[~aws]["interruption_source"]) <= {"estimate"}
+
+
+def test_the_adopt_flow_records_what_runs_and_refuses_in_one_line(tmp_path):
+    store = str(tmp_path)
+    f.nightly(store=store, snapshot_date="2026-12-01")
+    out = f.adopt(job="gpt2-6usd", rank=2, work_done="1e18", store=store)
+    assert out["source"] == "deepvm #2" and out["work_done_flops"] == pytest.approx(1e18)
+    rows = whole(store, "running").df()
+    assert list(rows["scenario"]) == ["gpt2-6usd"]
+    with pytest.raises(ValueError, match=r"^job 'nope' has no plan on 2026-12-01"):
+        f.adopt(job="nope", store=store)
+    assert len(whole(store, "running").df()) == 1  # nothing written
