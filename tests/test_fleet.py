@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 from helpers import cpu_row, gpu_row, make_inputs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from deepvm.config import JobSpec
@@ -471,3 +471,87 @@ def test_the_fleet_answer_names_makespan_cost_deadline_and_writes_launch_files(t
     assert main(["fleet"]) == 0
     table = capsys.readouterr().out
     assert "meets 12 h" in table and "tiering: 1 x p4d.24xlarge spot" in table
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(), st.data())
+def test_fleet_plan_with_a_running_job_equals_brute_force(case, data):
+    """Job 0 runs on one of its feasible clusters: its candidates are valued net of
+    moving (deepvm.planner.migration, whose terms tests/test_migration.py checks by
+    hand), staying weighs (1 + min_gain), and the plan is still the best one."""
+    from deepvm.config import DEFAULT_MIN_GAIN
+    from deepvm.planner.candidates import cluster_of
+    from deepvm.planner.fleet_types import Running
+    from deepvm.planner.migration import Side, decide
+
+    inputs, jobs, team_budget, rows, units = case
+    fleet = inputs.offers("resnet50")
+
+    def quota(key):
+        region, group, market = key
+        return inputs.quotas.limit(group, market, region)
+
+    def feasible_for(fj):
+        planner, job = job_planner(fj.spec, fleet, fj.budget, None)
+        unlimited = replace(planner.offers, quotas=Quotas())
+        return planner, [
+            (c, cost)
+            for c, cost in enumerate_feasible(
+                unlimited,
+                job,
+                fj.budget,
+                architectures=ARCHS[fj.spec.objective],
+                max_nodes=MAX_NODES,
+            )
+            if all(v <= quota(k) + 1e-9 for k, v in reference_usage(fleet, c, rows, units).items())
+        ]
+
+    planner0, feasible0 = feasible_for(jobs[0])
+    assume(feasible0)  # something it can run on
+    current, _ = data.draw(st.sampled_from(feasible0))
+    interval = data.draw(st.sampled_from([math.nan, 600.0]))
+    running = Running(cluster_of(planner0.offers, current), checkpoint_interval_s=interval)
+    jobs = [replace(jobs[0], running=running), *jobs[1:]]
+    plan = plan_fleet(jobs, inputs, team_budget=team_budget)
+    assert plan.status == "optimal"
+
+    def side(c, cost, interval_s):
+        flops = reference_score(fleet, c, "throughput")
+        return Side(flops, cost, float(fleet.gpu_gbps[c.worker]), 1.0, interval_s)
+
+    options, priorities = [], []
+    for k, fj in enumerate(jobs):
+        _, feasible = feasible_for(fj)
+        objective = fj.spec.objective
+        scored = [(c, cost, reference_score(fleet, c, objective)) for c, cost in feasible]
+        solo = max((s for _, _, s in scored), default=None)
+        if not solo:
+            options.append([])
+        elif k == 0:
+            cost_now = next(cost for c, cost, _ in scored if c == current)
+            value_now = next(s for c, _, s in scored if c == current) / solo
+            old = side(current, cost_now, interval)
+            left = 24 * 3600 * old.useful_flops
+            weighted = []
+            for c, cost, _ in scored:
+                if c == current:
+                    weight = value_now * (1 + DEFAULT_MIN_GAIN)
+                else:
+                    gain = decide(
+                        objective, old, side(c, cost, math.nan), left,
+                        checkpoint_gb=fj.spec.checkpoint_gb, restart_s=fj.spec.restart_s,
+                    ).gain  # fmt: skip
+                    weight = value_now * (1 + gain)
+                weighted.append((weight, cost, reference_usage(fleet, c, rows, units)))
+            options.append(weighted)
+        else:
+            options.append(
+                [(s / solo, cost, reference_usage(fleet, c, rows, units)) for c, cost, s in scored]
+            )
+        priorities.append(fj.priority)
+    want_value, want_cost = brute_force(options, priorities, quota, team_budget)
+    assert plan.objective_value == pytest.approx(want_value, rel=1e-6, abs=1e-9)
+    assert plan.hourly_cost == pytest.approx(want_cost, rel=1e-6, abs=1e-6)
+    first = plan.jobs[0]  # planned: it stays or it moves, and says which
+    said = first.note or ""
+    assert not first.planned or said == "stays on its running cluster" or said.startswith("moves")
