@@ -12,6 +12,7 @@ the JSON contracts follow (``deepvm.schemas`` builds its columns from
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -127,3 +128,41 @@ def cluster_words(row: Mapping[str, Any], **options: bool) -> str:
     """``Cluster.words`` of a row; ``unplanned`` where the row has no cluster."""
     cluster = Cluster.from_mapping(row)
     return "unplanned" if cluster is None else cluster.words(**options)
+
+
+# Cluster.words(architecture=True, region=True), read back (the zone aside).
+_WORDS = re.compile(
+    r"^\s*(?P<arch>[a-z_]+):\s*(?P<n>\d+) x (?P<type>\S+) "
+    r"(?:(?P<spot>spot)|(?P<od>on-demand)|\((?P<s>\d+) spot, (?P<o>\d+) od\))"
+    r"(?: \+ (?P<m>\d+) x (?P<remote>\S+))? in (?P<region>\S+)\s*$"
+)
+
+
+def parse_words(text: str) -> Cluster:
+    """A cluster from its words as deepvm writes them with its architecture and
+    region (``tiering: 2 x p4d.24xlarge spot + 1 x t3.xlarge in us-east-1``); its
+    cost and throughput are unknown here (NaN). A ValueError says what is expected."""
+    found = _WORDS.match(text)
+    if found is None:
+        raise ValueError(
+            f"{text!r} is not a cluster as deepvm writes it, e.g. 'tiering: 2 x "
+            "p4d.24xlarge spot + 1 x t3.xlarge in us-east-1' or 'single_anchor: 9 x "
+            "g5.xlarge (8 spot, 1 od) in us-west-2'"
+        )
+    n = int(found["n"])
+    spot = n if found["spot"] else 0 if found["od"] else int(found["s"])
+    if not found["spot"] and not found["od"] and spot + int(found["o"]) != n:
+        raise ValueError(f"{text!r}: {found['s']} spot + {found['o']} od is not {n} nodes")
+    return Cluster(
+        region=found["region"],
+        zone=None,
+        architecture=found["arch"],
+        worker_type=found["type"],
+        n_workers=n,
+        n_spot=spot,
+        n_on_demand=n - spot,
+        remote_type=found["remote"],
+        n_remote=int(found["m"] or 0),
+        hourly_cost=math.nan,
+        throughput_flops=math.nan,
+    )

@@ -54,11 +54,16 @@ def adopt(
     work_done_flops: float | None = None,
     started_at: dt.datetime | None = None,
     date: str | None = None,
+    cluster_words: str | None = None,
 ) -> Adopted:
     """Mark ``job``'s plan (the newest fleet plan's cluster, or deepvm's
-    recommendation of ``rank``) as the cluster it runs on, written to ``running``.
-    An unknown job or rank is an InputError, and nothing is written."""
+    recommendation of ``rank``) as the cluster it runs on, written to ``running``;
+    or ``cluster_words``, a cluster as deepvm writes it, found in that night's
+    catalog. An unknown job, rank or cluster is an InputError, and nothing is
+    written."""
     row, plan_date, source = _plan_row(store, job, rank, date)
+    if cluster_words is not None:
+        row, source = _given(store, row, plan_date, cluster_words), "given"
     cluster = Cluster.from_mapping(row)
     if cluster is None:
         raise InputError(f"job {job!r} is unplanned on {plan_date}: there is no cluster to adopt")
@@ -205,6 +210,50 @@ def _plan_row(
             f"--rank {rank} is not one"
         )
     return picked.iloc[-1].to_dict(), dates[-1], f"deepvm #{rank}"
+
+
+def _given(store: Store, plan: dict[str, Any], date: str, words: str) -> dict[str, Any]:
+    """The row of a cluster given in words: found in the catalog of ``date`` for the
+    job's workload, with the throughput, cost, efficiency and checkpoint interval
+    deepvm plans it with."""
+    from deepvm.cluster import parse_words
+    from deepvm.config import JobSpec, Policy
+    from deepvm.planner import architectures as arch
+    from deepvm.planner.api import job_planner
+    from deepvm.planner.candidates import hourly_cost
+    from deepvm.planner.fleet_running import config_of
+    from deepvm.store_inputs import load_inputs
+
+    try:
+        given = parse_words(words)
+    except ValueError as exc:
+        raise InputError(f"--cluster {exc}") from None
+    known = [a.name for a in arch.REGISTRY]
+    if given.architecture not in known:
+        raise InputError(
+            f"--cluster: architecture {given.architecture!r} is not one of {', '.join(known)}"
+        )
+    workload = plan.get("workload")
+    if not isinstance(workload, str):  # a fleet row: the job's own recommendations say
+        recs = store.read("recommendations", partitions=[date])
+        mine = recs[recs["scenario"] == plan["scenario"]]
+        workload = str(mine["workload"].iloc[0]) if not mine.empty else "resnet50"
+    offers = load_inputs(store=store, snapshot_date=date).offers(workload)
+    config = config_of(offers, given)
+    if config is None:
+        remote = f" or no {given.remote_type}" if given.remote_type else ""
+        raise InputError(
+            f"--cluster: the catalog of {date} has no {given.worker_type}{remote} in "
+            f"{given.region} for {workload}"
+        )
+    if config.n_spot != given.n_spot:
+        raise InputError(
+            f"--cluster: {given.architecture} with {given.n_workers} workers has "
+            f"{config.n_spot} spot nodes, not {given.n_spot}"
+        )
+    spec = JobSpec(workload=workload, max_nodes=max(given.n_workers, 1))
+    planner = job_planner(spec, offers, hourly_cost(offers, config) * 1.01 + 1.0, None)[0]
+    return planner.describe(Policy.DEEPVM, 1, config, "adopt", 0.0).as_dict()
 
 
 def _writer(job: str) -> str:

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from deepvm._datasets import dataset_path
+from deepvm.cluster import parse_words
 from deepvm.config import JOB_OPTIONS, MAX_HOURLY_COST, JobSpec, Objective
 from deepvm.errors import InputError, ParameterError
 from deepvm.names import MAX_NAME_LENGTH
-from deepvm.planner.fleet_types import PRIORITY_RANGE, RegisteredJob
+from deepvm.planner.fleet_types import PRIORITY_RANGE, RegisteredJob, Running
 from deepvm.workloads import WORKLOADS, Workload
 
 log = logging.getLogger("deepvm")
@@ -24,7 +25,7 @@ _FIELDS = {v: k for k, v in _KEYS.items()}
 OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
 # How the job sits in the team's fleet (deepvm.planner.fleet_plan): its weight, and
 # whether it runs at the same time as the others (sharing their quotas).
-FLEET_KEYS = ("priority", "fleet", "keep_running")
+FLEET_KEYS = ("priority", "fleet", "keep_running", "running")
 # Keys the file once took that no longer do anything: read, ignored, logged.
 RETIRED_KEYS = {"time_limit_s": "one job is planned exactly: no solver time limit applies"}
 
@@ -125,6 +126,12 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     keep = job.get("keep_running", False)
     if not isinstance(keep, bool):
         raise InputError(f"{label}: keep_running={keep!r} must be true or false")
+    running = None
+    if "running" in job:  # the cluster it runs on, in deepvm's words
+        try:
+            running = Running(parse_words(str(job["running"])))
+        except ValueError as exc:
+            raise InputError(f"{label}: running: {exc}") from None
     options: dict[str, object] = {
         _FIELDS.get(str(k), str(k)): v
         for k, v in job.items()
@@ -143,5 +150,6 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
     if spec.objective == Objective.COST and spec.work_flops is None:
         raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
     return RegisteredJob(
-        name.strip(), float(budget), spec, float(priority), shared=shared, keep_running=keep
-    )
+        name.strip(), float(budget), spec, float(priority), shared=shared, keep_running=keep,
+        running=running,
+    )  # fmt: skip

@@ -43,6 +43,9 @@ def test_adopt_a_rank_and_estimate_the_work_from_the_start(store, capsys):
     assert out["work_done_flops"] >= 4 * 86400 * second["goodput_flops"] * 0.999
 
 
+MIXED_TIERING = "tiering: 9 x g5.xlarge (8 spot, 1 od) in us-west-2"  # tiering is all spot
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -52,6 +55,16 @@ def test_adopt_a_rank_and_estimate_the_work_from_the_start(store, capsys):
         (["adopt", "gpt2-6usd", "--started", "yesterday"], "--started 'yesterday' is not a time"),
         (["adopt", "gpt2-6usd", "--started", "2999-01-01T00:00Z"], "is in the future"),
         (["adopt", "gpt2-6usd", "--work-done", "-1"], "argument --work-done"),
+        (
+            ["adopt", "gpt2-6usd", "--cluster", "tiering: 2 x g9.xlarge spot in us-east-1"],
+            "the catalog of 2026-12-01 has no g9.xlarge in us-east-1 for gpt2",
+        ),
+        (["adopt", "gpt2-6usd", "--cluster", "9 g5"], "is not a cluster as deepvm writes it"),
+        (["adopt", "gpt2-6usd", "--cluster", MIXED_TIERING], "has 9 spot nodes, not 8"),
+        (
+            ["adopt", "gpt2-6usd", "--cluster", "tiering: 9 x g5.xlarge (8 spot, 1 od) in x"],
+            "has no g5.xlarge in x",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(store, capsys, argv, message):
@@ -59,6 +72,28 @@ def test_bad_input_is_one_line_and_writes_nothing(store, capsys, argv, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not Store.open(store).has("running")
+
+
+def test_adopt_a_cluster_given_in_deepvms_words(store, capsys):
+    words = "single_anchor: 9 x g5.xlarge (8 spot, 1 od) in us-west-2"
+    assert main(["adopt", "gpt2-6usd", "--store", store, "--cluster", words, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["source"] == "given" and (out["worker_type"], out["n_spot"]) == ("g5.xlarge", 8)
+    assert out["hourly_cost"] > 0 and out["throughput_flops"] > 0  # priced and planned
+    row = whole(store, "running").df().iloc[0]
+    assert row["checkpoint_interval_s"] > 0  # spot nodes checkpoint
+
+
+def test_a_scenarios_file_may_say_what_runs(store, capsys, tmp_path):
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        ALONE + 'running = "tiering: 2 x p3.8xlarge spot + 1 x t3.xlarge in us-east-1"\n'
+    )
+    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    assert job["note"].startswith("moves from tiering: 2 x p3.8xlarge")
+    jobs.write_text(ALONE + 'running = "2 x p3"\n')
+    assert main(["fleet", "--scenarios", str(jobs)]) == 2
+    assert "running: '2 x p3' is not a cluster" in capsys.readouterr().err
 
 
 def test_adopt_needs_a_plan_in_the_store(tmp_path, capsys):

@@ -246,8 +246,15 @@ def add_adopt_parser(sub: Any) -> None:
     )
     ad_.add_argument("job", help="the registered job's name (the scenarios file's name)")
     ad_.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
-    ad_.add_argument(
+    which = ad_.add_mutually_exclusive_group()
+    which.add_argument(
         "--rank", type=int, metavar="N", help="deepvm's recommendation of rank N, not the fleet's"
+    )
+    which.add_argument(
+        "--cluster",
+        metavar="WORDS",
+        help="the cluster it runs on, as deepvm writes it, e.g. 'tiering: 2 x p4d.24xlarge "
+        "spot + 1 x t3.xlarge in us-east-1' (found in that night's catalog)",
     )
     done = ad_.add_mutually_exclusive_group()
     done.add_argument(
@@ -277,7 +284,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     started = _when(args.started) if args.started else None
     adopted = adopt(
         store, args.job, rank=args.rank, work_done_flops=args.work_done, started_at=started,
-        date=args.date,
+        date=args.date, cluster_words=args.cluster,
     )  # fmt: skip
     row = {
         "scenario": adopted.scenario,
