@@ -194,7 +194,7 @@ def fleet_markdown(plan: FleetPlan) -> str:
     lines.append(_md_table(jobs))
     short = [j for j in raw if j["binding"] or j["note"]]
     if short:  # a second narrow table: the explanation can be long
-        lines.append("Short of what they would get alone:")
+        lines.append("Short of what they would get alone, or running (stay or move):")
         lines.append(
             _md_table(
                 pd.DataFrame(

@@ -147,6 +147,10 @@ def test_a_running_job_stays_unless_moving_pays(store, capsys, tmp_path):
     assert moved["worker_type"] == before["worker_type"] == "p4d.24xlarge"
     assert moved["note"].startswith("moves from tiering: 2 x p3.8xlarge")
     assert moved["value"] < before["value"]  # net of the move
+    capsys.readouterr()
+    assert main(["fleet", "--store", store, *alone]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "running" in table[1] and "moves (+" in table[3]
     # Adopted on the plan's own cluster: it stays, at its value.
     assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0
     stays = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]

@@ -172,8 +172,27 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
         columns += [("makespan", "makespan"), ("total", "total $")]
     if any(job["deadline_h"] is not None for job in raw):
         columns += [("deadline", "deadline")]
+    running = [_running_words(job["note"]) for job in raw]
+    if any(running):  # jobs that run (deepvm adopt): stay or move
+        for row, words in zip(rows, running, strict=True):
+            row["running"] = words
+            if words:  # said here, not under held back by
+                row["held_back_by"] = row["binding"]
+        columns += [("running", "running")]
     columns += [("held_back_by", "held back by")]
     return render_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
+
+
+def _running_words(note: str | None) -> str:
+    """A running job's stay or move (deepvm.planner.fleet_running's note)."""
+    if not note:
+        return ""
+    if note == "stays on its running cluster":
+        return "stays"
+    if note.startswith("moves from"):
+        gain = note.rsplit(": ", 1)[-1].replace(" net of the move", "")
+        return f"moves ({gain})"
+    return ""
 
 
 def _write_fleet_launch_files(folder: str, plan: Any) -> None:
