@@ -24,6 +24,7 @@ from deepvm.catalog.sources import (
 )
 from deepvm.cluster import Cluster
 from deepvm.config import (
+    DEFAULT_MIN_GAIN,
     DEFAULT_PRICE_BACKOFF_S,
     DEFAULT_PRICE_RETRIES,
     DEFAULT_PRICE_TIMEOUT_S,
@@ -314,6 +315,7 @@ def plan_fleet_stage(
     team_budget: float | None = None,
     workloads: str | Path | None = None,
     inputs: Inputs | None = None,
+    min_gain: float = DEFAULT_MIN_GAIN,
 ) -> FleetPlan:
     """One plan for every registered job under the shared quotas (and the team
     budget), on the store's newest prices; written to the ``fleet`` table."""
@@ -327,7 +329,8 @@ def plan_fleet_stage(
     )
     from deepvm.running import with_running
 
-    plan = plan_fleet(with_running(store, scenarios), inputs, team_budget=team_budget)
+    jobs = with_running(store, scenarios)
+    plan = plan_fleet(jobs, inputs, team_budget=team_budget, min_gain=min_gain)
     write_fleet(plan, store, snapshot_date=date)
     return plan
 
@@ -376,14 +379,16 @@ def _number(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFrame:
+def change_report(
+    store: Store, snapshot_date: str | None = None, *, min_gain: float = DEFAULT_MIN_GAIN
+) -> pd.DataFrame:
     """Per job: tonight's fleet plan against the previous night's (the ``fleet``
     table): its cluster, cost and throughput, its value and what holds it back."""
     date = snapshot_date or today()
     # Tonight's plan and the previous night's: two partitions, whatever the history.
     nights = [d for d in store.partitions("fleet") if d <= date][-2:]
     plans = store.read("fleet", partitions=nights)
-    moves = _moves(store, plans[plans["snapshot_date"] == date], date)
+    moves = _moves(store, plans[plans["snapshot_date"] == date], date, min_gain)
     rows = []
     for scenario, group in plans.groupby("scenario", sort=True):
         now = group[group["snapshot_date"] == date]
@@ -423,7 +428,9 @@ def _cluster_of(row: dict[str, Any]) -> tuple[object, ...] | None:
     return None if cluster is None else cluster.identity()
 
 
-def _moves(store: Store, tonight: pd.DataFrame, date: str) -> dict[str, dict[str, Any]]:
+def _moves(
+    store: Store, tonight: pd.DataFrame, date: str, min_gain: float
+) -> dict[str, dict[str, Any]]:
     """Per running job (deepvm.running): stay on its cluster, or move to tonight's."""
     from deepvm.running import running_jobs, stay_or_move
 
@@ -460,6 +467,7 @@ def _moves(store: Store, tonight: pd.DataFrame, date: str) -> dict[str, dict[str
             job, {**row, **timing}, objective=str(first.get("objective") or "throughput"),
             work_flops=work,
             checkpoint_gb=_number(first.get("checkpoint_gb")) or 0.0, network_gbps=gbps,
+            min_gain=min_gain,
         )  # fmt: skip
         words = job.cluster.words(architecture=True, region=True)
         if decision is None:
@@ -536,6 +544,7 @@ def nightly(
     workloads: str | Path | None = None,
     compact: bool = True,
     spot_advisor_url: str | None = None,
+    min_gain: float = DEFAULT_MIN_GAIN,
     run: StageRunner = run_directly,
 ) -> NightlyReport:
     """The night's stages in order: the one sequence the CLI (``deepvm nightly``)
@@ -577,9 +586,9 @@ def nightly(
         report.plans = run("replan", replan, tx, scenarios, date, inputs=inputs)
         report.fleet = run(
             "plan-fleet", plan_fleet_stage, tx, scenarios, date, team_budget=team_budget,
-            inputs=inputs,
+            inputs=inputs, min_gain=min_gain,
         )  # fmt: skip
-        report.changes = run("change-report", change_report, tx, date)
+        report.changes = run("change-report", change_report, tx, date, min_gain=min_gain)
     if compact:
         try:  # after the night is published: a failure here loses nothing of it
             report.compacted = run("compact-store", compact_finished_months, store, date)

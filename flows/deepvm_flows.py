@@ -22,6 +22,7 @@ from pydantic import Field
 
 from deepvm import pipeline
 from deepvm.config import (
+    DEFAULT_MIN_GAIN,
     MAX_CHECKPOINT_GB,
     MAX_DEADLINE_H,
     MAX_HOURLY_COST,
@@ -40,6 +41,7 @@ from flows.forms import (
     PETA,
     DateText,
     InstanceTypeName,
+    MinGain,
     PolicyName,
     PriceSource,
     RegionName,
@@ -490,6 +492,7 @@ def nightly(
     workloads_path: WorkloadsPath = None,
     skypilot_csv: SkyPilotCsv = None,
     spot_advisor_url: SpotAdvisorUrl = None,
+    min_gain: MinGain = DEFAULT_MIN_GAIN,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
@@ -510,6 +513,7 @@ def nightly(
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
         skypilot_csv: for price_source skypilot, the SkyPilot vms.csv (a path or a URL).
         spot_advisor_url: also fetch AWS's Spot Instance Advisor feed before planning.
+        min_gain: a running job moves only when the move saves more than this share.
     """
     from deepvm.catalog.sources import get_source
     from deepvm.scenarios import load_scenarios
@@ -531,6 +535,7 @@ def nightly(
         team_budget=team_budget,
         workloads=workloads_path,
         spot_advisor_url=spot_advisor_url,
+        min_gain=min_gain,
         run=_as_task,
     )
     prices, plans, changes = report.prices, report.plans, report.changes

@@ -35,6 +35,15 @@ TeamBudget = Annotated[
         description="the most all jobs' clusters may cost together, USD/h (default: none)",
     ),
 ]
+MinGain = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=1,
+        description="a running job moves only when the move saves more than this share of its "
+        "remaining time or cost",
+    ),
+]
 WorkloadsPath = Annotated[
     str | None,
     Field(description="your own workloads (CSV or TOML), which the jobs may name"),

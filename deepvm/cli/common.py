@@ -130,6 +130,24 @@ POSITIVE = number(gt=0)
 BUDGET = number(gt=0, le=MAX_HOURLY_COST)  # USD/h
 TEAM_BUDGET = number(ge=0, le=MAX_HOURLY_COST)  # USD/h: 0 allowed (nothing runs)
 WORK_FLOPS = number(gt=0, le=MAX_WORK_FLOPS)
+# A running job's least gain to move: a share of the remaining time or cost, 0 to 1.
+MIN_GAIN = number(ge=0, le=1)
+
+
+def add_min_gain(p: argparse.ArgumentParser) -> None:
+    """--min-gain: how much a move must save before a running job moves."""
+    from deepvm.config import DEFAULT_MIN_GAIN
+
+    p.add_argument(
+        "--min-gain",
+        type=MIN_GAIN,
+        default=DEFAULT_MIN_GAIN,
+        metavar="FRACTION",
+        help="a running job (deepvm adopt) moves only when the move saves more than this "
+        f"share of its remaining time or cost (default: {DEFAULT_MIN_GAIN:g})",
+    )
+
+
 CHECKPOINT_GB = number(ge=0, le=MAX_CHECKPOINT_GB)
 RESTART_S = number(ge=0, le=MAX_RESTART_S)
 NON_NEGATIVE = number(ge=0)

@@ -12,6 +12,7 @@ from typing import Any
 from deepvm.cli.common import (
     TEAM_BUDGET,
     add_inputs,
+    add_min_gain,
     add_store_timeout,
     add_time_limit,
     check_output_path,
@@ -69,6 +70,7 @@ def add_parsers(sub: Any) -> None:
         help="write each planned job's SkyPilot task files into FOLDER (JOB.yaml, and "
         "JOB-anchor.yaml / JOB-remote.yaml where its architecture has them)",
     )
+    add_min_gain(fl_)
     add_store_timeout(fl_)
     add_time_limit(fl_)
     add_format(fl_)
@@ -94,7 +96,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         from deepvm.running import with_running
 
         jobs = with_running(store, jobs)
-    plan = plan_fleet(jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit)
+    plan = plan_fleet(
+        jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit,
+        min_gain=args.min_gain,
+    )  # fmt: skip
     if plan.status == "limit_with_incumbent":  # a checked plan, not proven best
         print(
             f"warning: the fleet solve stopped at its time limit after {plan.solve_s:.1f} s: the "

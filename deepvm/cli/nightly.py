@@ -9,11 +9,11 @@ from typing import Any
 
 from deepvm.cli.common import (
     TEAM_BUDGET,
+    add_min_gain,
     add_timeout,
     check_outputs,
     date_text,
     json_text,
-    number,
     path_text,
     price_timeout,
     print_json,
@@ -23,10 +23,7 @@ from deepvm.cli.common import (
     writable_store,
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
-from deepvm.config import DEFAULT_MIN_GAIN, SPOT_ADVISOR_URL
-
-# A move's least gain: a share of the remaining time or cost, 0 (any gain) to 1.
-MIN_GAIN = number(ge=0, le=1)
+from deepvm.config import SPOT_ADVISOR_URL
 
 
 def add_parsers(sub: Any) -> None:
@@ -92,6 +89,7 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="leave finished months' daily files as they are (see `deepvm store compact`)",
     )
+    add_min_gain(nt)
     add_timeout(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -118,6 +116,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         workloads=args.workloads,
         compact=not args.no_compact,
         spot_advisor_url=args.spot_advisor_url,
+        min_gain=args.min_gain,
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -207,14 +206,7 @@ def add_backtest_parser(sub: Any) -> None:
         type=path_text,
         help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
     )
-    bt.add_argument(
-        "--min-gain",
-        type=MIN_GAIN,
-        default=DEFAULT_MIN_GAIN,
-        metavar="FRACTION",
-        help=f"a move must save more than this share of the remaining time or cost "
-        f"(default: {DEFAULT_MIN_GAIN:g})",
-    )
+    add_min_gain(bt)
     bt.add_argument(
         "--synthetic",
         type=int,
