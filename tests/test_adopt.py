@@ -153,7 +153,8 @@ def test_a_running_job_stays_unless_moving_pays(store, capsys, tmp_path):
     assert "running" in table[1] and "moves (+" in table[3]
     # A threshold above the move's gain keeps it where it runs.
     strict = fleet_jobs(capsys, store, *alone, "--min-gain", "0.9")["resnet50-3usd"]
-    assert strict["worker_type"] == "p3.8xlarge" and strict["note"] == "stays on its running cluster"
+    assert strict["worker_type"] == "p3.8xlarge"
+    assert strict["note"] == "stays on its running cluster"
     # Adopted on the plan's own cluster: it stays, at its value.
     assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0
     stays = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
