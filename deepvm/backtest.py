@@ -43,7 +43,13 @@ from deepvm.config import Objective
 from deepvm.errors import DeepvmError, InputError
 from deepvm.planner import recommend
 from deepvm.planner.fleet_types import RegisteredJob
-from deepvm.planner.migration import DEFAULT_MIN_GAIN, Side, decide, migration_cost
+from deepvm.planner.migration import (
+    DEFAULT_MIN_GAIN,
+    Side,
+    decide,
+    migration_cost,
+    work_left,
+)
 from deepvm.planner.policies import Recommendation
 from deepvm.store import Store
 
@@ -227,9 +233,7 @@ def _night(
     new = _side(best, best.hourly_cost, catalog)
     # Past its budget at tonight's prices, a running cluster moves (as in the fleet).
     if policy == "aware" and price is not None and price <= job.budget * (1 + 1e-9):
-        remaining = NIGHT_S * old.useful_flops  # the next night, as the nightly plans
-        if job.spec.work_flops is not None:
-            remaining = max(job.spec.work_flops - acc["work"], 0.0)
+        remaining = work_left(job.spec.work_flops, acc["work"], old)
         d = decide(
             Objective(job.spec.objective), old, new, remaining,
             checkpoint_gb=checkpoint_gb, restart_s=job.spec.restart_s, min_gain=min_gain,

@@ -22,13 +22,10 @@ from deepvm.cluster import Cluster
 from deepvm.config import DEFAULT_RESTART_S, Objective
 from deepvm.errors import InputError
 from deepvm.planner.fleet_types import RegisteredJob, Running
-from deepvm.planner.migration import DEFAULT_MIN_GAIN, MoveDecision, Side, decide
+from deepvm.planner.migration import DEFAULT_MIN_GAIN, MoveDecision, Side, decide, work_left
 from deepvm.store import Store
 
 TABLE = "running"
-# Where a job gives no total work, the work a night's plan is for: the next 24 h on
-# its current cluster (the nightly plans again tomorrow).
-HORIZON_H = 24.0
 DEFAULT_NETWORK_GBPS = 10.0
 
 
@@ -169,15 +166,11 @@ def stay_or_move(
         efficiency if efficiency > 0 else 1.0,
         _float(tonight.get("checkpoint_interval_s")),
     )
-    if work_flops is not None:
-        remaining = max(work_flops - (running.work_done_flops or 0.0), 0.0)
-    else:
-        remaining = HORIZON_H * 3600 * old_side.useful_flops
     return decide(
         objective,
         old_side,
         new_side,
-        remaining,
+        work_left(work_flops, running.work_done_flops, old_side),
         checkpoint_gb=checkpoint_gb,
         restart_s=restart_s,
         min_gain=min_gain,

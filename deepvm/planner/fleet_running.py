@@ -26,12 +26,8 @@ from deepvm.planner.constraints import usage_matrix
 from deepvm.planner.enumeration import budget_limit
 from deepvm.planner.fleet_options import JobOptions, JobState
 from deepvm.planner.fleet_types import Running
-from deepvm.planner.migration import DEFAULT_MIN_GAIN, Side, decide
+from deepvm.planner.migration import DEFAULT_MIN_GAIN, Side, decide, work_left
 from deepvm.planner.offers import Offers
-
-# Where a job gives no total work: the work a night's plan is for, the next 24 h on
-# its running cluster (the nightly plans again tomorrow).
-HORIZON_H = 24.0
 
 
 def config_of(offers: Offers, cluster: Cluster) -> Config | None:
@@ -84,10 +80,7 @@ def adjust(w: JobState, score_of: object, value_of: object, min_gain: float) -> 
     value_now = float(value_of(current_score))  # type: ignore[operator]
     objective = Objective(planner.objective)
     old = _side(offers, current, run.efficiency, run.checkpoint_interval_s)
-    if run.work_done_flops is not None and w.job.spec.work_flops is not None:
-        left = max(w.job.spec.work_flops - run.work_done_flops, 0.0)
-    else:
-        left = HORIZON_H * 3600 * old.useful_flops
+    left = work_left(w.job.spec.work_flops, run.work_done_flops, old)
     values = np.empty(len(o))
     weights = np.empty(len(o))
     for k, config in enumerate(o.configs):

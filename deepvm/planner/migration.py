@@ -32,6 +32,9 @@ from deepvm.config import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
 from deepvm.config import Objective
 
 GB_TO_GBIT = 8.0
+# Where a job gives no total work: the work a night's plan is for, the next 24 h on
+# its running cluster (the nightly plans again tomorrow).
+HORIZON_H = 24.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,14 @@ class MoveDecision:
     @property
     def verdict(self) -> str:
         return "move" if self.move else "stay"
+
+
+def work_left(total_flops: float | None, done_flops: float | None, old: Side) -> float:
+    """The work a move is weighed over: the job's total less what is done, or, with
+    no total, HORIZON_H hours on its running cluster."""
+    if total_flops is None:
+        return HORIZON_H * 3600 * old.useful_flops
+    return max(total_flops - (done_flops or 0.0), 0.0)
 
 
 def migration_cost(
