@@ -101,14 +101,18 @@ def planner_rows(planner: Planner) -> PlannerRows:
     return PlannerRows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
 
 
-def job_options(planner: Planner, budget: float, every: PlannerRows | None = None) -> JobOptions:
+def job_options(
+    planner: Planner, budget: float, every: PlannerRows | None = None, *, prune: bool = True
+) -> JobOptions:
     """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
     each remote type that can host it, less the dominated ones. ``every``: the
     planner's rows (planner_rows), when jobs of one spec share them."""
     every = every if every is not None else planner_rows(planner)
     within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
     points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
-    kept = within[undominated(points)]
+    # A running job's candidates are valued net of moving (fleet_running): a cluster
+    # dominated on its score may be worth more than its dominator after the move.
+    kept = within[undominated(points)] if prune else within
     c = planner.candidates
     configs = [
         Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))

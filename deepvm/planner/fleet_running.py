@@ -24,7 +24,7 @@ from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost
 from deepvm.planner.constraints import usage_matrix
 from deepvm.planner.enumeration import budget_limit
-from deepvm.planner.fleet_options import JobOptions, JobState
+from deepvm.planner.fleet_options import JobOptions, JobState, job_options
 from deepvm.planner.fleet_types import Running
 from deepvm.planner.migration import DEFAULT_MIN_GAIN, Side, decide, work_left
 from deepvm.planner.offers import Offers
@@ -60,6 +60,7 @@ def adjust(w: JobState, score_of: object, value_of: object, min_gain: float) -> 
     if run is None or planner is None or o is None:
         return
     offers = planner.offers
+    o = job_options(planner, w.job.budget, prune=False)  # pruned later, net of moving
     current = config_of(offers, run.cluster)
     if current is None:
         w.note = (
