@@ -388,7 +388,9 @@ def change_report(
     # Tonight's plan and the previous night's: two partitions, whatever the history.
     nights = [d for d in store.partitions("fleet") if d <= date][-2:]
     plans = store.read("fleet", partitions=nights)
-    moves = _moves(store, plans[plans["snapshot_date"] == date], date, min_gain)
+    from deepvm.running import moves_tonight
+
+    moves = moves_tonight(store, plans[plans["snapshot_date"] == date], date, min_gain)
     rows = []
     for scenario, group in plans.groupby("scenario", sort=True):
         now = group[group["snapshot_date"] == date]
@@ -421,72 +423,6 @@ def change_report(
             }
         )
     return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
-
-
-def _cluster_of(row: dict[str, Any]) -> tuple[object, ...] | None:
-    cluster = Cluster.from_mapping(row)
-    return None if cluster is None else cluster.identity()
-
-
-def _moves(
-    store: Store, tonight: pd.DataFrame, date: str, min_gain: float
-) -> dict[str, dict[str, Any]]:
-    """Per running job (deepvm.running): stay on its cluster, or move to tonight's."""
-    from deepvm.running import running_jobs, stay_or_move
-
-    running = running_jobs(store)
-    if not running or tonight.empty:
-        return {}
-    has_recs = store.has("recommendations")
-    recs = store.read("recommendations", partitions=[date]) if has_recs else None
-    specs = store.read("instances") if store.has("instances") else pd.DataFrame()
-    gbps = {
-        (str(r), str(t)): float(g)
-        for r, t, g in zip(
-            specs.get("region", []), specs.get("instance_type", []),
-            specs.get("network_gbps", []), strict=True,
-        )
-    }  # fmt: skip
-    out: dict[str, dict[str, Any]] = {}
-    for row in tonight.to_dict("records"):
-        job = running.get(str(row["scenario"]))
-        if job is None:
-            continue
-        mine = pd.DataFrame() if recs is None else recs[recs["scenario"] == job.scenario]
-        first = mine.iloc[0].to_dict() if not mine.empty else {}
-        # Tonight's cluster's efficiency and checkpoint interval, where a job's own
-        # recommendation is that cluster (the fleet table does not keep them).
-        target = Cluster.from_mapping(row)
-        same = [
-            r for r in mine.to_dict("records")
-            if target is not None and _cluster_of(r) == target.identity()
-        ]  # fmt: skip
-        timing = {k: same[0][k] for k in ("efficiency", "checkpoint_interval_s")} if same else {}
-        work = _number(first.get("work_flops"))
-        decision = stay_or_move(
-            job, {**row, **timing}, objective=str(first.get("objective") or "throughput"),
-            work_flops=work,
-            checkpoint_gb=_number(first.get("checkpoint_gb")) or 0.0, network_gbps=gbps,
-            min_gain=min_gain,
-        )  # fmt: skip
-        words = job.cluster.words(architecture=True, region=True)
-        if decision is None:
-            reason = "tonight's plan is the cluster it runs on"
-            out[job.scenario] = {
-                "running_cluster": words, "decision": "stay", "gain": 0.0,
-                "decision_reason": reason,
-            }  # fmt: skip
-            continue
-        out[job.scenario] = {
-            "running_cluster": words,
-            "decision": decision.verdict,
-            "gain": decision.gain,
-            "migration_h": decision.cost.hours,
-            "migration_usd": decision.cost.usd,
-            "break_even_h": decision.break_even_h,
-            "decision_reason": decision.reason,
-        }
-    return out
 
 
 # --- the whole night ----------------------------------------------------------------
