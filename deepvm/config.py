@@ -10,6 +10,9 @@ from enum import StrEnum
 
 from deepvm.errors import ParameterError
 
+# Where deepvm keeps what it launched (deepvm launch's manifests): $DEEPVM_HOME, else ~/.deepvm.
+ENV_HOME = "DEEPVM_HOME"
+DEFAULT_HOME = "~/.deepvm"
 # The store: --store, else $DEEPVM_STORE, else this folder.
 ENV_STORE = "DEEPVM_STORE"
 DEFAULT_STORE = "deepvm-store"

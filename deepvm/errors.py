@@ -9,7 +9,9 @@ what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
     │   └── OutputError          an output file (--out, --plot) cannot be written there
     ├── InfeasibleError          no cluster satisfies the constraints
     ├── SolverError              the solver stopped without a verified optimum
-    └── SourceUnavailableError   a price source failed (exit status 1: not the input's fault)
+    ├── SourceUnavailableError   a price source failed (exit status 1: not the input's fault)
+    └── LaunchError              a launch step failed in the cloud (exit status 1); the
+                                 message names what still runs and how to tear it down
 """
 
 from __future__ import annotations
@@ -96,5 +98,12 @@ class SolverError(DeepvmError):
 
 class SourceUnavailableError(DeepvmError):
     """A price source did not answer usefully within its deadline and retries."""
+
+    exit_status = 1
+
+
+class LaunchError(DeepvmError):
+    """A step of ``deepvm launch`` failed outside deepvm (SkyPilot, the AWS CLI, a
+    tier that never answered): not the input's fault, so exit status 1."""
 
     exit_status = 1

@@ -1,22 +1,21 @@
-"""--sky-yaml: SkyPilot task YAML for the chosen cluster. SkyPilot itself does not
-install without ~40 packages (and a click downgrade), so CI checks the files'
-structure against the task fields SkyPilot documents; the same files validate
-against SkyPilot 0.14.1's own schema (see the issue 16 note)."""
+"""--sky-yaml: the SkyPilot tasks of the chosen cluster, the same tasks `deepvm
+launch` runs (deepvm.launch): deepvm shipped as a wheel beside them (no package
+index), every value only a launch knows left null so that SkyPilot refuses to
+launch without it, and every file accepted by SkyPilot's own task schema
+(tests/skypilot_schema.py, the pinned skypilot test dependency)."""
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
+import skypilot_schema
 import yaml
 from tests_paths import ROOT
 
 from deepvm.cli import main
-
-# The task and resources fields these files may use (SkyPilot's task YAML reference).
-TASK_FIELDS = {"name", "num_nodes", "resources", "envs", "setup", "run", "workdir", "file_mounts"}
-RESOURCE_FIELDS = {"cloud", "region", "zone", "instance_type", "use_spot", "accelerators"}
 
 
 def tasks(path: Path) -> dict[str, dict]:
@@ -26,11 +25,14 @@ def tasks(path: Path) -> dict[str, dict]:
         task = yaml.safe_load(text)
         role = next(line for line in text.splitlines() if line.startswith("# this task: "))
         found[role.split(": ")[1]] = task
-        assert set(task) <= TASK_FIELDS and {"name", "num_nodes", "resources", "run"} <= set(task)
-        assert set(task["resources"]) <= RESOURCE_FIELDS
-        assert isinstance(task["num_nodes"], int) and task["num_nodes"] >= 1
-        assert isinstance(task["resources"]["use_spot"], bool)
-        assert all(isinstance(v, str) for v in task.get("envs", {}).values())
+        # no placeholder and no package index: the launch's own values or null
+        assert "<" not in text and "pip install deepvm" not in text
+        (remote, local), = task["file_mounts"].items()
+        wheel = Path(local)
+        assert wheel.parent == path.parent.resolve() and wheel.exists()
+        assert remote.endswith(wheel.name) and f'pip install "{remote}[checkpoint' in task["setup"]
+        with zipfile.ZipFile(wheel) as built:  # deepvm as this machine runs it
+            assert "deepvm/launch.py" in built.namelist()
     return found
 
 
@@ -51,11 +53,20 @@ def test_tiering_is_the_workers_and_a_remote_tier(tmp_path, capsys):
         "instance_type": rec["worker_type"],
         "use_spot": True,
     }
-    assert workers["envs"]["DEEPVM_ZONE_ID"] == rec["zone"]
+    # what only a launch knows is required at launch: the tier's addresses, its token
+    assert workers["envs"]["DEEPVM_CHECKPOINT_TIERS"] is None
+    assert workers["secrets"] == {"DEEPVM_CHECKPOINT_TOKEN": None}
     assert "torchrun" in workers["run"] and "$SKYPILOT_NODE_RANK" in workers["run"]
-    assert remote["num_nodes"] == rec["n_remote"]
+    # the tier: one cluster per remote node, each serving its memory with the token
+    assert remote["num_nodes"] == 1
     assert remote["resources"]["instance_type"] == rec["remote_type"]
-    assert remote["resources"]["use_spot"] is False
+    assert remote["resources"]["use_spot"] is False and remote["resources"]["ports"] == [8470]
+    assert "deepvm checkpoint serve --dir \"/dev/shm/" in remote["run"]
+    assert remote["secrets"] == {"DEEPVM_CHECKPOINT_TOKEN": None}
+    header = (tmp_path / "plan.yaml").read_text()
+    assert f"--zone-ids {rec['zone']}" in header  # the priced zone ID, and how to pin it
+    launches = [line for line in header.splitlines() if "sky launch" in line]
+    assert len(launches) == rec["n_remote"] + 1 and launches[-1].endswith(" plan.yaml")
 
 
 def test_single_anchor_is_the_spot_workers_and_an_on_demand_anchor(tmp_path, capsys):
@@ -65,9 +76,44 @@ def test_single_anchor_is_the_spot_workers_and_an_on_demand_anchor(tmp_path, cap
     assert found["workers"]["resources"]["use_spot"] is True
     assert found["anchor"]["num_nodes"] == rec["n_on_demand"] == 1
     assert found["anchor"]["resources"]["use_spot"] is False
-    # one torchrun world over both: the anchor is rank 0, the workers follow it
+    # one torchrun world over both: the anchor is rank 0 (and the tier), the workers follow
     assert found["anchor"]["envs"]["DEEPVM_NODES"] == str(rec["n_workers"])
     assert "SKYPILOT_NODE_RANK + 1" in found["workers"]["run"]
+    assert found["workers"]["envs"]["MASTER_ADDR"] is None
+    assert "deepvm checkpoint serve" in found["anchor"]["run"]
+    assert "--node-rank=\"$SKYPILOT_NODE_RANK\"" in found["anchor"]["run"]
+
+
+def test_every_file_is_a_task_skypilot_accepts(tmp_path, capsys):
+    """SkyPilot's own schema and catalog checks, on one answer of each shape: AWS
+    Tiering and Single Anchor, GCP (a host with GPUs and an n1 host with attached
+    V100s), Azure."""
+    gcp = (ROOT / "datasets" / "catalog-gcp.csv").read_text().splitlines()
+    (tmp_path / "v100.csv").write_text(
+        "\n".join(line for line in gcp[1:] if line.startswith("provider") or "V100" in line)
+    )
+    answers = {
+        "aws-tiering": ["--budget", "10"],
+        "aws-anchor": ["--budget", "10", "--policy", "cost_first"],
+        "gcp": ["--budget", "10", "--cloud", "gcp"],
+        "gcp-n1": ["--budget", "12", "--catalog", str(tmp_path / "v100.csv")],
+        "azure": ["--budget", "10", "--cloud", "azure"],
+    }
+    files, recs = [], {}
+    for label, argv in answers.items():
+        path = tmp_path / label / "plan.yaml"
+        path.parent.mkdir()
+        assert main(["recommend", *argv, "--json", "--sky-yaml", str(path)]) == 0
+        recs[label] = json.loads(capsys.readouterr().out)["recommendations"][0]
+        files += sorted(path.parent.glob("*.yaml"))
+    verdicts = skypilot_schema.validate(files, tmp_path / "sky")
+    bad = {path: v["error"] for path, v in verdicts.items() if not v["ok"]}
+    assert not bad, bad
+    assert len(verdicts) == len(files) >= 10
+    for path, verdict in verdicts.items():
+        rec = recs[Path(path).parent.name]
+        assert verdict["region"] == rec["region"]
+        assert verdict["cloud"].lower() == rec["cloud"]
 
 
 def test_a_bad_path_is_refused_before_planning(tmp_path, capsys):
@@ -95,7 +141,7 @@ def test_each_cloud_gets_its_own_cloud_and_region_and_no_zone(tmp_path, capsys, 
     for task in found.values():
         assert task["resources"]["cloud"] == cloud
         assert task["resources"]["region"] == rec["region"]
-        assert "zone" not in task["resources"] and "DEEPVM_ZONE_ID" not in task["envs"]
+        assert "zone" not in task["resources"]
     if rec["remote_type"]:  # Tiering's remote tier stays in the workers' cloud and region
         assert found["remote"]["resources"]["instance_type"] == rec["remote_type"]
 

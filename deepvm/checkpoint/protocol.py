@@ -16,6 +16,12 @@ HTTP, one version per training step:
   reason); a client asks before uploading, so a full tier costs no transfer.
 * ``GET /health``: versions held, bytes used, capacity.
 
+Every request carries ``Authorization: Bearer TOKEN``, the token the launch
+generated (``$DEEPVM_CHECKPOINT_TOKEN`` on the tier and on every worker); the
+tier compares it in constant time and answers 401, reading and writing nothing,
+to a request without it. A tier's port is open to the internet (SkyPilot's
+``ports``), so the token is what keeps it the job's.
+
 Several tiers (Tiering's remote nodes): the client puts its i-th save on tier
 i mod n, and each tier keeps ceil(k / n) versions, so the newest k versions are
 spread over the nodes (their memory together holds k checkpoints, as the planner
@@ -31,6 +37,8 @@ SHA_HEADER = "X-Deepvm-Sha256"
 STEP_HEADER = "X-Deepvm-Step"
 # Set by `deepvm launch` on every worker: the tiers' base URLs, comma-separated.
 ENV_TIERS = "DEEPVM_CHECKPOINT_TIERS"
+# The tier's shared secret (deepvm launch generates it; SkyPilot passes it as a secret).
+ENV_TOKEN = "DEEPVM_CHECKPOINT_TOKEN"
 # Where a client writes when no tier answers (and reads from when resuming).
 ENV_LOCAL_DIR = "DEEPVM_CHECKPOINT_DIR"
 DEFAULT_LOCAL_DIR = "deepvm-checkpoints"
@@ -50,3 +58,8 @@ def tier_urls(text: str) -> list[str]:
         if part:
             urls.append(part if "://" in part else f"http://{part}")
     return urls
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    """The header a request to a tier carries (none without a token)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}

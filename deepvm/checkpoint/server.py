@@ -4,20 +4,23 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from pathlib import Path
 from typing import Any
 
-from deepvm.checkpoint.protocol import SHA_HEADER, STEP_HEADER
+from deepvm.checkpoint.protocol import SHA_HEADER, STEP_HEADER, auth_headers
 from deepvm.checkpoint.versions import CapacityError, CorruptVersion, Version, VersionFolder
 
 log = logging.getLogger("deepvm.checkpoint")
 CHUNK_BYTES = 1 << 20  # what a download is sent in
 
 
-def create_app(folder: VersionFolder) -> Any:
-    """The tier's Starlette application."""
+def create_app(folder: VersionFolder, *, token: str | None) -> Any:
+    """The tier's Starlette application; with a ``token``, only requests that
+    carry it (:func:`deepvm.checkpoint.protocol.auth_headers`) reach it."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import FileResponse, JSONResponse, Response
     from starlette.routing import Route
@@ -89,15 +92,42 @@ def create_app(folder: VersionFolder) -> Any:
             }
         )
 
+    gate = [Middleware(TokenGate, token=token)] if token else []
     return Starlette(
+        middleware=gate,
         routes=[
             Route("/health", health),
             Route("/room", room),
             Route("/versions", list_versions),
             Route("/versions/{step}", put_version, methods=["PUT"]),
             Route("/versions/{step}", get_version, methods=["GET"]),
-        ]
+        ],
     )
+
+
+class TokenGate:
+    """ASGI middleware: a request whose Authorization header is not the tier's
+    bearer token gets 401 before any route runs, so nothing is read or written.
+    hmac.compare_digest takes the same time wherever the bytes differ."""
+
+    def __init__(self, app: Any, *, token: str):
+        self.app = app
+        self.expected = auth_headers(token)["Authorization"].encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                from starlette.responses import JSONResponse
+
+                refusal = JSONResponse(
+                    {"error": "this tier needs its token (Authorization: Bearer ...)"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _step(text: str) -> int | None:
@@ -111,13 +141,14 @@ def _found(folder: VersionFolder, step: int | None) -> Version | None:
 def serve(
     root: str | Path,
     *,
-    host: str = "0.0.0.0",
+    host: str,
     port: int,
     keep: int,
     capacity_bytes: int | None,
+    token: str | None,
 ) -> None:
     """Run the tier until interrupted."""
     import uvicorn
 
     folder = VersionFolder(root, keep=keep, capacity_bytes=capacity_bytes)
-    uvicorn.run(create_app(folder), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(folder, token=token), host=host, port=port, log_level="warning")

@@ -10,7 +10,18 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from deepvm.cli import checkpoint, common, data, fleet, measure, nightly, plan, simulate, store
+from deepvm.cli import (
+    checkpoint,
+    common,
+    data,
+    fleet,
+    launch,
+    measure,
+    nightly,
+    plan,
+    simulate,
+    store,
+)
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.errors import DeepvmError
 from deepvm.store.location import request_timeout
@@ -30,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parsers(sub)
     fleet.add_parsers(sub)
     fleet.add_adopt_parser(sub)
+    launch.add_parsers(sub)
     data.add_parsers(sub)
     measure.add_parsers(sub)
     data.add_prices_parser(sub)
@@ -76,6 +88,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": plan.cmd_compare,
     "fleet": fleet.cmd_fleet,
     "adopt": fleet.cmd_adopt,
+    "launch": launch.cmd_launch,
     "catalog": data.cmd_catalog,
     "flopp": data.cmd_flopp,
     "workloads": data.cmd_workloads,

@@ -33,7 +33,7 @@ from deepvm.cli.common import (
 from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.plan import check_launch_files
 from deepvm.cluster import cluster_words
-from deepvm.config import MAX_WORK_FLOPS
+from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
 from deepvm.errors import DeepvmError
 
 
@@ -116,7 +116,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     fmt = output_format(args)
     text = json_text(plan.as_dict()) if fmt == "json" else _fleet_listing(args, plan)
     if args.sky_yaml is not None:  # after the answer is rendered: a bad --columns writes nothing
-        _write_fleet_launch_files(args.sky_yaml, plan)
+        versions = {j.name: j.spec.checkpoint_versions for j in jobs}
+        _write_fleet_launch_files(args.sky_yaml, plan, versions)
     sys.stdout.write(text)
     if fmt != "table":
         return 0
@@ -200,10 +201,13 @@ def _running_words(note: str | None) -> str:
     return ""
 
 
-def _write_fleet_launch_files(folder: str, plan: Any) -> None:
+def _write_fleet_launch_files(folder: str, plan: Any, versions: dict[str, int]) -> None:
     """Each planned job's SkyPilot tasks (deepvm.launch) in ``folder``, named after
     the job; every file checked before any is written."""
+    from pathlib import Path
+
     from deepvm.launch import write_sky_yaml
+    from deepvm.launcher.wheel import build_wheel
 
     todo = []
     for job in plan.jobs:
@@ -213,12 +217,20 @@ def _write_fleet_launch_files(folder: str, plan: Any) -> None:
         path = os.path.join(folder, f"{job.scenario}.yaml")
         check_launch_files(path, rec, job.workload, f"{job.scenario}, ")
         todo.append((path, rec, job))
+    if not todo:
+        return
+    wheel = build_wheel(Path(folder).resolve())  # one wheel, shared by every job's tasks
+    progress(f"wrote {wheel} (deepvm for the nodes)")
     for path, rec, job in todo:
         title = (
             f"deepvm fleet: {job.scenario} (priority {job.priority:g}, value {job.value:.3f}), "
             f"prices {plan.prices_snapshot}"
         )
-        for written in write_sky_yaml(path, rec, workload=job.workload, title=title):
+        files = write_sky_yaml(
+            path, rec, workload=job.workload, title=title, wheel=wheel,
+            versions=versions.get(job.scenario, DEFAULT_CHECKPOINT_VERSIONS),
+        )  # fmt: skip
+        for written in files:
             progress(f"wrote {written}")
 
 

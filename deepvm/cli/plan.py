@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from deepvm.cli.common import (
@@ -197,7 +198,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
     text = _recommend_text(args, fmt, result, recs)
     if args.sky_yaml is not None:
-        _write_launch_files(args.sky_yaml, result, result.recommendations[0].as_dict())
+        _write_launch_files(
+            args.sky_yaml, result, result.recommendations[0].as_dict(), job.checkpoint_versions
+        )
     written = None
     if store:
         from deepvm.results import write_recommendations
@@ -262,9 +265,11 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
     return render_listing(args, recs, columns, [*job, *REC_JSON_KEYS], header=header)
 
 
-def _write_launch_files(path: str, result: Any, first: dict[str, Any]) -> None:
-    """The first recommendation's SkyPilot tasks; every file checked before any is written."""
+def _write_launch_files(path: str, result: Any, first: dict[str, Any], versions: int) -> None:
+    """The first recommendation's SkyPilot tasks, and deepvm's wheel beside them for
+    the nodes; every file checked before any is written."""
     from deepvm.launch import write_sky_yaml
+    from deepvm.launcher.wheel import build_wheel
 
     check_launch_files(path, first, result.workload)
     title = (
@@ -272,17 +277,27 @@ def _write_launch_files(path: str, result: Any, first: dict[str, Any]) -> None:
         f"for {result.workload} (objective {result.objective}), prices "
         f"{result.prices_snapshot}"
     )
-    for written in write_sky_yaml(path, first, workload=result.workload, title=title):
+    wheel = build_wheel(Path(path).resolve().parent)
+    progress(f"wrote {wheel} (deepvm for the nodes)")
+    files = write_sky_yaml(
+        path, first, workload=result.workload, title=title, wheel=wheel, versions=versions
+    )
+    for written in files:
         progress(f"wrote {written}")
 
 
 def check_launch_files(path: str, rec: dict[str, Any], workload: str, job: str = "") -> None:
-    """Every SkyPilot task file a recommendation needs (deepvm.launch), checked
-    before any is written: a half-written launch is half a cluster."""
+    """Every SkyPilot task file a recommendation needs (deepvm.launch), and the
+    wheel beside them, checked before any is written: a half-written launch is half
+    a cluster."""
     from deepvm.launch import sky_tasks, task_paths
+    from deepvm.launcher.wheel import wheel_name
 
-    for role, where in task_paths(path, list(sky_tasks(rec, workload=workload))).items():
+    wheel = Path(path).resolve().parent / wheel_name()
+    roles = [t.role for t in sky_tasks(rec, workload=workload, name="check", wheel=wheel)]
+    for role, where in task_paths(path, roles).items():
         check_output_path(f"--sky-yaml ({job}{role} task)", str(where))
+    check_output_path(f"--sky-yaml ({job}deepvm wheel)", str(wheel))
 
 
 def _check_yaml_path(path: str) -> None:
