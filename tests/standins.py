@@ -168,8 +168,14 @@ with open(os.path.join(STATE, "calls.jsonl"), "a") as out:
 
 
 def install(bin_dir: Path, *, torchrun: bool = True, aws: bool = True) -> None:
-    """Write the stand-ins into ``bin_dir`` (run by this interpreter)."""
+    """Write the stand-ins into ``bin_dir`` (run by this interpreter), beside links
+    to this environment's ``deepvm`` (and, with ``torchrun=False``, its real
+    torchrun): ``bin_dir`` is all a test's PATH needs besides /usr/bin and /bin, so
+    the real ``sky`` this environment has (the skypilot test dependency) stays out."""
     bin_dir.mkdir(parents=True, exist_ok=True)
+    own = Path(sys.executable).parent
+    for name in ("deepvm",) if torchrun else ("deepvm", "torchrun"):
+        (bin_dir / name).symlink_to(own / name)
     tools = {"sky": SKY}
     if aws:
         tools["aws"] = AWS

@@ -27,7 +27,7 @@ def tasks(path: Path) -> dict[str, dict]:
         found[role.split(": ")[1]] = task
         # no placeholder and no package index: the launch's own values or null
         assert "<" not in text and "pip install deepvm" not in text
-        (remote, local), = task["file_mounts"].items()
+        ((remote, local),) = task["file_mounts"].items()
         wheel = Path(local)
         assert wheel.parent == path.parent.resolve() and wheel.exists()
         assert remote.endswith(wheel.name) and f'pip install "{remote}[checkpoint' in task["setup"]
@@ -61,7 +61,7 @@ def test_tiering_is_the_workers_and_a_remote_tier(tmp_path, capsys):
     assert remote["num_nodes"] == 1
     assert remote["resources"]["instance_type"] == rec["remote_type"]
     assert remote["resources"]["use_spot"] is False and remote["resources"]["ports"] == [8470]
-    assert "deepvm checkpoint serve --dir \"/dev/shm/" in remote["run"]
+    assert 'deepvm checkpoint serve --dir "/dev/shm/' in remote["run"]
     assert remote["secrets"] == {"DEEPVM_CHECKPOINT_TOKEN": None}
     header = (tmp_path / "plan.yaml").read_text()
     assert f"--zone-ids {rec['zone']}" in header  # the priced zone ID, and how to pin it
@@ -81,7 +81,7 @@ def test_single_anchor_is_the_spot_workers_and_an_on_demand_anchor(tmp_path, cap
     assert "SKYPILOT_NODE_RANK + 1" in found["workers"]["run"]
     assert found["workers"]["envs"]["MASTER_ADDR"] is None
     assert "deepvm checkpoint serve" in found["anchor"]["run"]
-    assert "--node-rank=\"$SKYPILOT_NODE_RANK\"" in found["anchor"]["run"]
+    assert '--node-rank="$SKYPILOT_NODE_RANK"' in found["anchor"]["run"]
 
 
 def test_every_file_is_a_task_skypilot_accepts(tmp_path, capsys):

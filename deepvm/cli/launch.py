@@ -30,7 +30,7 @@ from deepvm.cluster import Cluster, cluster_words
 from deepvm.config import DEFAULT_TOP
 from deepvm.errors import InputError
 
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
+_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,22}[a-z0-9])?$")
 
 
 def add_parsers(sub: Any) -> None:
@@ -181,7 +181,7 @@ def _check_request(args: argparse.Namespace) -> None:
         raise InputError("--move needs JOB --store URI: the running job to move")
     if args.name is not None and not _NAME.match(args.name):
         raise InputError(
-            f"--name {args.name!r} must be 2-24 lower-case letters, digits and dashes, "
+            f"--name {args.name!r} must be 1-24 lower-case letters, digits and dashes, "
             "starting with a letter (SkyPilot's cluster names)"
         )
 
