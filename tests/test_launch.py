@@ -159,3 +159,43 @@ def test_a_gcp_n1_host_is_launched_as_host_plus_accelerators(tmp_path, capsys):
     assert host.startswith("n1-standard-") and model == "V100"
     assert found["workers"]["resources"]["instance_type"] == host
     assert found["workers"]["resources"]["accelerators"] == f"V100:{count}"
+
+
+def test_the_wheel_is_this_machines_deepvm_and_installs_without_an_index(tmp_path):
+    import hashlib
+    import subprocess
+    import sys
+
+    from deepvm import __version__
+    from deepvm.launcher.wheel import build_wheel
+
+    first = build_wheel(tmp_path / "a")
+    again = build_wheel(tmp_path / "b")
+    assert first.name == f"deepvm-{__version__}-py3-none-any.whl"
+    # the same code gives the same bytes (the manifest records their hash)
+    assert (
+        hashlib.sha256(first.read_bytes()).digest() == hashlib.sha256(again.read_bytes()).digest()
+    )
+    with zipfile.ZipFile(first) as built:
+        names = set(built.namelist())
+        assert (ROOT / "deepvm" / "launch.py").read_bytes() == built.read("deepvm/launch.py")
+    assert {"deepvm/_datasets/catalog-aws.csv", "flows/__init__.py"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    target = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+         "--target", str(target), str(first)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    probe = (
+        "import deepvm, flows; from deepvm._datasets import dataset_path; "
+        "print(deepvm.__version__, deepvm.__file__, dataset_path('catalog-gcp.csv'))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env={"PYTHONPATH": str(target)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    version, module, data = ran.stdout.split()
+    assert version == __version__ and module.startswith(str(target))
+    assert data.startswith(str(target)) and (target / "bin" / "deepvm").exists()

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +160,12 @@ class VersionFolder:
 
 class Upload:
     """One version on its way in: chunks are hashed and written to a hidden file
-    as they arrive (the tier streams a request body through it)."""
+    as they arrive (the tier streams a request body through it). The hash and the
+    write each run in a thread of their own, fed the same chunks (both release the
+    GIL), so receiving, hashing and writing overlap: the bytes are read once, as
+    they come."""
+
+    QUEUED = 64  # chunks in flight per thread: backpressure on a fast sender
 
     def __init__(self, folder: VersionFolder, step: int, size: int, sha256: str):
         self.folder, self.step, self.size, self.sha256 = folder, step, size, sha256
@@ -167,22 +173,49 @@ class Upload:
         self._file: BinaryIO = open(self.path, "wb")  # noqa: SIM115 (closed in finish/discard)
         self._hash = hashlib.sha256()
         self.received = 0
+        self._queues: list[queue.Queue[bytes | None]] = []
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+        for sink in (self._hash.update, self._file.write):
+            chunks: queue.Queue[bytes | None] = queue.Queue(self.QUEUED)
+            worker = threading.Thread(target=self._drain, args=(chunks, sink), daemon=True)
+            worker.start()
+            self._queues.append(chunks)
+            self._threads.append(worker)
+
+    def _drain(self, chunks: queue.Queue[bytes | None], sink: Callable[[bytes], object]) -> None:
+        while (chunk := chunks.get()) is not None:
+            if not self._errors:
+                try:
+                    sink(chunk)
+                except BaseException as exc:  # a full disk: finish() raises it
+                    self._errors.append(exc)
 
     def add(self, chunk: bytes) -> None:
         self.received += len(chunk)
         if self.received > self.size:
             raise CorruptVersion(f"version {self.step}: more than the {self.size} bytes sent")
-        self._hash.update(chunk)
-        self._file.write(chunk)
+        for chunks in self._queues:
+            chunks.put(chunk)
+
+    def _join(self) -> None:
+        for chunks in self._queues:
+            chunks.put(None)
+        for worker in self._threads:
+            worker.join()
+        self._queues, self._threads = [], []
+        self._file.close()
 
     def finish(self) -> Version:
-        self._file.close()
+        self._join()
+        if self._errors:
+            raise self._errors[0]
         return self.folder._publish(
             self.step, self.path, self.received, self.size, self._hash.hexdigest(), self.sha256
         )
 
     def discard(self) -> None:
-        self._file.close()
+        self._join()
         self.path.unlink(missing_ok=True)
 
 
