@@ -12,6 +12,7 @@ import os
 import shutil
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,23 +23,28 @@ from tests_paths import ROOT
 from deepvm.cli import main
 
 
-@pytest.fixture
-def cloud(tmp_path, monkeypatch):
+def stand_ins(tmp_path: Path, monkeypatch, *, torchrun: bool) -> Iterator[Path]:
     """The stand-ins on PATH (and nothing else that could be a real sky or aws); the
     launch manifests under tmp_path/home. Yields the stand-ins' state folder."""
     bin_dir, state = tmp_path / "bin", tmp_path / "sky"
     state.mkdir()
-    standins.install(bin_dir)
-    path = os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
-    monkeypatch.setenv("PATH", path)
+    standins.install(bin_dir, torchrun=torchrun)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]))
     monkeypatch.setenv("FAKE_SKY_STATE", str(state))
     monkeypatch.setenv("DEEPVM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     for name in ("DEEPVM_CHECKPOINT_TOKEN", "DEEPVM_CHECKPOINT_TIERS", "FAKE_SKY_FAIL"):
         monkeypatch.delenv(name, raising=False)
     yield state
     standins.stop_all(state)
     for manifest in (tmp_path / "home" / "launches").glob("*/manifest.json"):
         shutil.rmtree(f"/dev/shm/deepvm-checkpoints/{manifest.parent.name}", ignore_errors=True)
+
+
+@pytest.fixture
+def cloud(tmp_path, monkeypatch):
+    """The stand-ins, torchrun's among them."""
+    yield from stand_ins(tmp_path, monkeypatch, torchrun=True)
 
 
 def manifest_of(tmp_path: Path, name: str) -> dict:
@@ -418,19 +424,7 @@ def manifest_of_home(name: str) -> dict:
 @pytest.fixture
 def cloud_with_torchrun(tmp_path, monkeypatch):
     """As ``cloud``, but the workers run the real torchrun (gloo on the CPU)."""
-    bin_dir, state = tmp_path / "bin", tmp_path / "sky"
-    state.mkdir()
-    standins.install(bin_dir, torchrun=False)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]))
-    monkeypatch.setenv("FAKE_SKY_STATE", str(state))
-    monkeypatch.setenv("DEEPVM_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    for name in ("DEEPVM_CHECKPOINT_TOKEN", "DEEPVM_CHECKPOINT_TIERS", "FAKE_SKY_FAIL"):
-        monkeypatch.delenv(name, raising=False)
-    yield state
-    standins.stop_all(state)
-    for manifest in (tmp_path / "home" / "launches").glob("*/manifest.json"):
-        shutil.rmtree(f"/dev/shm/deepvm-checkpoints/{manifest.parent.name}", ignore_errors=True)
+    yield from stand_ins(tmp_path, monkeypatch, torchrun=False)
 
 
 TWO_WORKERS = {

@@ -1,21 +1,15 @@
 """Launching a plan (docs/ARCHITECTURE.md, "Launching a plan"): ``deepvm launch``
 wires a recommended cluster with SkyPilot, the checkpoint tier first
-(:mod:`deepvm.launcher.steps`), ships deepvm to the nodes as a wheel
+(:mod:`deepvm.launcher.steps`), moves a running job
+(:mod:`deepvm.launcher.move`), ships deepvm to the nodes as a wheel
 (:mod:`deepvm.launcher.wheel`), drives ``sky`` and ``aws`` through their command
 lines (:mod:`deepvm.launcher.commands`), and records what runs
 (:mod:`deepvm.launcher.manifest`)."""
 
 from deepvm.launcher.commands import Tools
 from deepvm.launcher.manifest import Manifest, known_launches
-from deepvm.launcher.steps import (
-    LaunchOptions,
-    Target,
-    down,
-    launch,
-    move,
-    restart,
-    running_launch,
-)
+from deepvm.launcher.move import move, running_launch
+from deepvm.launcher.steps import LaunchOptions, Target, down, launch, restart
 
 __all__ = [
     "LaunchOptions",

@@ -15,8 +15,8 @@ A launch, in order, each step said as it runs:
 
 A step that fails tears down what this launch started (the tier stays with
 ``keep_tier``) and says what still runs. ``down`` tears a launch down, workers
-first and the tier last; ``move`` carries a running job to tonight's cluster
-through its checkpoint.
+first and the tier last; ``restart`` starts the job again after a preemption
+(a move: deepvm.launcher.move).
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ from typing import Any
 
 from deepvm import __version__
 from deepvm.checkpoint.protocol import ENV_TIERS, ENV_TOKEN, auth_headers
-from deepvm.cluster import Cluster, cluster_words
+from deepvm.cluster import cluster_words
 from deepvm.errors import DeepvmError, InputError, LaunchError
 from deepvm.launch import Task, render, sky_tasks
 from deepvm.launcher.commands import Tools
 from deepvm.launcher.manifest import ClusterRecord, Manifest, launch_folder, read
 from deepvm.launcher.wheel import build_wheel, wheel_name
 
-__all__ = ["LaunchOptions", "Target", "down", "launch", "move", "restart", "running_launch"]
+__all__ = ["LaunchOptions", "Target", "down", "launch", "restart"]
 
 Echo = Callable[[str], None]
 HEALTH_POLL_S = 0.5
@@ -94,7 +94,7 @@ def launch(
             f"a launch named {name!r} exists already ({state}): choose another --name, or "
             f"tear it down first: deepvm launch --down {name}"
         )
-    echo(f"launch {name}: {_words(rec)}, ${rec['hourly_cost']:.4f}/h ({target.source})")
+    echo(f"launch {name}: {words(rec)}, ${rec['hourly_cost']:.4f}/h ({target.source})")
     echo(f"step 1: SkyPilot can use {cloud} (sky check {cloud})")
     tools.check_cloud(cloud)
     echo("step 2: the priced zone")
@@ -173,7 +173,7 @@ def launch(
         adopted = adopt(
             store, target.job, date=target.plan_date, started_at=dt.datetime.now(dt.UTC)
         )
-        echo(f"adopted {adopted.scenario} as running {_words(adopted.cluster.as_dict())}")
+        echo(f"adopted {adopted.scenario} as running {words(adopted.cluster.as_dict())}")
     return manifest
 
 
@@ -214,56 +214,6 @@ def restart(name: str, tools: Tools, *, echo: Echo, dry_run: bool = False) -> Ma
         _launch(record, manifest, tools, echo, options, secret=tiered)
     echo(f"{name}: the job restarted; it resumes from the tier's newest version")
     return manifest
-
-
-def move(
-    target: Target,
-    options: LaunchOptions,
-    tools: Tools,
-    *,
-    echo: Echo,
-    store: Any,
-    decision: dict[str, Any] | None,
-) -> Manifest:
-    """Carry ``target.job`` from the cluster a launch runs it on to ``target``:
-    the old tier's newest checkpoint, the new cluster launched with it restored on
-    its tier before its workers start, then the old cluster torn down."""
-    job = str(target.job)
-    old = running_launch(job)
-    new = Cluster.from_mapping(target.rec)
-    was = Cluster.from_mapping(old.cluster)
-    if new is None or was is None or new.identity() == was.identity():
-        raise InputError(
-            f"{target.source} keeps {job} on the cluster it runs on ({old.name}): nothing to move"
-        )
-    echo(f"move {job}: from {old.name} ({_words(old.cluster)}) to {_words(target.rec)}")
-    if decision:
-        echo(
-            f"the planner assumed: {decision.get('decision', '?')}, gain "
-            f"{_pct(decision.get('gain'))} net of a move of {_hours(decision.get('migration_h'))} "
-            f"and ${_number(decision.get('migration_usd')):.2f}, paid back after "
-            f"{_hours(decision.get('break_even_h'))} on the new cluster"
-        )
-    echo(f"move step 1: the newest checkpoint from {old.name}'s tier")
-    restore = _newest_version(old, options, tools, echo)
-    echo("move step 2: the new cluster, its tier restored before its workers start")
-    manifest = launch(target, options, tools, echo=echo, restore=restore, store=store)
-    echo(f"move step 3: the old cluster goes ({old.name})")
-    down(old.name, tools, echo=echo, dry_run=options.dry_run)
-    return manifest
-
-
-def running_launch(job: str) -> Manifest:
-    """The newest launch of ``job`` that is up; an InputError where none is."""
-    from deepvm.launcher.manifest import known_launches
-
-    up = [m for m in known_launches() if m.job == job and m.state == "up"]
-    if not up:
-        raise InputError(
-            f"{job} runs on no cluster deepvm launched (no launch of it is up here): "
-            f"launch it first, deepvm launch {job} --store URI"
-        )
-    return up[-1]
 
 
 # --- the steps' parts ------------------------------------------------------------------
@@ -321,7 +271,7 @@ def _write_files(
     for task in tasks:
         header = [
             f"deepvm launch {manifest.name}: {task.role} ({manifest.source})",
-            f"{_words(manifest.cluster)}, ${manifest.hourly_cost:.4f}/h",
+            f"{words(manifest.cluster)}, ${manifest.hourly_cost:.4f}/h",
         ]
         text = render(task.config, header)
         if options.dry_run:
@@ -403,27 +353,6 @@ def _restore(
     echo(f"  restored version {step} ({len(data) / 1e9:.3g} GB) on {url}")
 
 
-def _newest_version(
-    old: Manifest, options: LaunchOptions, tools: Tools, echo: Echo
-) -> tuple[bytes | bytearray, int] | None:
-    urls = old.tier_urls()
-    if options.dry_run:
-        for url in urls:
-            tools.show(f"# GET {url}/versions, then the newest version's bytes (with its token)")
-        return (b"", 0)
-    if not urls:
-        echo(f"  warning: {old.name} has no checkpoint tier: the job starts over")
-        return None
-    from deepvm.checkpoint.client import load_bytes
-
-    found = load_bytes(tiers=urls, token=old.token)
-    if found is None:
-        echo(f"  warning: {old.name}'s tier holds no version yet: the job starts over")
-        return None
-    echo(f"  version {found[1]} ({len(found[0]) / 1e9:.3g} GB)")
-    return found
-
-
 def _fail(
     manifest: Manifest,
     options: LaunchOptions,
@@ -478,24 +407,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _words(row: dict[str, Any]) -> str:
+def words(row: dict[str, Any]) -> str:
+    """A cluster row in deepvm's words, with its architecture and region."""
     return cluster_words(row, architecture=True, region=True)
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _pct(value: Any) -> str:
-    return f"{_number(value):+.1%}"
-
-
-def _hours(value: Any) -> str:
-    return f"{_number(value):.2f} h"
