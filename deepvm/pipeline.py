@@ -379,18 +379,17 @@ def _number(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def change_report(
-    store: Store, snapshot_date: str | None = None, *, min_gain: float = DEFAULT_MIN_GAIN
-) -> pd.DataFrame:
+def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFrame:
     """Per job: tonight's fleet plan against the previous night's (the ``fleet``
-    table): its cluster, cost and throughput, its value and what holds it back."""
+    table): its cluster, cost and throughput, its value and what holds it back; a
+    running job's stay or move as the plan decided it."""
     date = snapshot_date or today()
     # Tonight's plan and the previous night's: two partitions, whatever the history.
     nights = [d for d in store.partitions("fleet") if d <= date][-2:]
     plans = store.read("fleet", partitions=nights)
     from deepvm.running import moves_tonight
 
-    moves = moves_tonight(store, plans[plans["snapshot_date"] == date], date, min_gain)
+    moves = moves_tonight(plans[plans["snapshot_date"] == date])
     rows = []
     for scenario, group in plans.groupby("scenario", sort=True):
         now = group[group["snapshot_date"] == date]
@@ -524,7 +523,7 @@ def nightly(
             "plan-fleet", plan_fleet_stage, tx, scenarios, date, team_budget=team_budget,
             inputs=inputs, min_gain=min_gain,
         )  # fmt: skip
-        report.changes = run("change-report", change_report, tx, date, min_gain=min_gain)
+        report.changes = run("change-report", change_report, tx, date)
     if compact:
         try:  # after the night is published: a failure here loses nothing of it
             report.compacted = run("compact-store", compact_finished_months, store, date)

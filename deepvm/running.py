@@ -19,14 +19,11 @@ from typing import Any
 import pandas as pd
 
 from deepvm.cluster import Cluster
-from deepvm.config import DEFAULT_RESTART_S, Objective
 from deepvm.errors import InputError
-from deepvm.planner.fleet_types import RegisteredJob, Running
-from deepvm.planner.migration import DEFAULT_MIN_GAIN, MoveDecision, Side, decide, work_left
+from deepvm.planner.fleet_types import DECISION_COLUMNS, RegisteredJob, Running
 from deepvm.store import Store
 
 TABLE = "running"
-DEFAULT_NETWORK_GBPS = 10.0
 
 
 @dataclass(frozen=True)
@@ -134,49 +131,6 @@ def running_jobs(store: Store) -> dict[str, Adopted]:
     return out
 
 
-def stay_or_move(
-    running: Adopted,
-    tonight: dict[str, Any],
-    *,
-    objective: Objective | str,
-    work_flops: float | None,
-    checkpoint_gb: float,
-    restart_s: float = DEFAULT_RESTART_S,
-    network_gbps: dict[tuple[str, str], float] | None = None,
-    min_gain: float = DEFAULT_MIN_GAIN,
-) -> MoveDecision | None:
-    """Whether a running job should move to tonight's cluster for it (a fleet or
-    recommendation row); None where tonight's is the cluster it runs on."""
-    new = Cluster.from_mapping(tonight)
-    if new is None or new.identity() == running.cluster.identity():
-        return None
-    gbps = network_gbps or {}
-    old_side = Side(
-        running.cluster.throughput_flops,
-        running.cluster.hourly_cost,
-        gbps.get((running.cluster.region, running.cluster.worker_type), DEFAULT_NETWORK_GBPS),
-        running.efficiency,
-        running.checkpoint_interval_s,
-    )
-    efficiency = _float(tonight.get("efficiency"))
-    new_side = Side(
-        new.throughput_flops,
-        new.hourly_cost,
-        gbps.get((new.region, new.worker_type), DEFAULT_NETWORK_GBPS),
-        efficiency if efficiency > 0 else 1.0,
-        _float(tonight.get("checkpoint_interval_s")),
-    )
-    return decide(
-        objective,
-        old_side,
-        new_side,
-        work_left(work_flops, running.work_done_flops, old_side),
-        checkpoint_gb=checkpoint_gb,
-        restart_s=restart_s,
-        min_gain=min_gain,
-    )
-
-
 def _plan_row(
     store: Store, job: str, rank: int | None, date: str | None
 ) -> tuple[dict[str, Any], str, str]:
@@ -266,64 +220,21 @@ def _cluster_of(row: dict[str, Any]) -> tuple[object, ...] | None:
     return None if cluster is None else cluster.identity()
 
 
-def moves_tonight(
-    store: Store, tonight: pd.DataFrame, date: str, min_gain: float
-) -> dict[str, dict[str, Any]]:
-    """Per running job: stay on its cluster, or move to tonight's (``tonight``: the
-    night's fleet rows); the change report's decision columns."""
-    running = running_jobs(store)
-    if not running or tonight.empty:
+def moves_tonight(tonight: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per running job: tonight's one decision, as the fleet plan made it and wrote
+    it in the night's ``fleet`` rows (deepvm.planner.fleet_types.RunningDecision);
+    the change report shows these columns, nothing decides again."""
+    if tonight.empty or "decision" not in tonight:
         return {}
-    has_recs = store.has("recommendations")
-    recs = store.read("recommendations", partitions=[date]) if has_recs else None
-    specs = store.read("instances") if store.has("instances") else pd.DataFrame()
-    gbps = {
-        (str(r), str(t)): float(g)
-        for r, t, g in zip(
-            specs.get("region", []), specs.get("instance_type", []),
-            specs.get("network_gbps", []), strict=True,
-        )
-    }  # fmt: skip
     out: dict[str, dict[str, Any]] = {}
-    for row in tonight.to_dict("records"):
-        job = running.get(str(row["scenario"]))
-        if job is None:
-            continue
-        mine = pd.DataFrame() if recs is None else recs[recs["scenario"] == job.scenario]
-        first = mine.iloc[0].to_dict() if not mine.empty else {}
-        # Tonight's cluster's efficiency and checkpoint interval, where a job's own
-        # recommendation is that cluster (the fleet table does not keep them).
-        target = Cluster.from_mapping(row)
-        same = [
-            r for r in mine.to_dict("records")
-            if target is not None and _cluster_of(r) == target.identity()
-        ]  # fmt: skip
-        timing = {k: same[0][k] for k in ("efficiency", "checkpoint_interval_s")} if same else {}
-        work = _optional_number(first.get("work_flops"))
-        decision = stay_or_move(
-            job, {**row, **timing}, objective=str(first.get("objective") or "throughput"),
-            work_flops=work,
-            checkpoint_gb=_optional_number(first.get("checkpoint_gb")) or 0.0, network_gbps=gbps,
-            min_gain=min_gain,
-        )  # fmt: skip
-        words = job.cluster.words(architecture=True, region=True)
-        if decision is None:
-            reason = "tonight's plan is the cluster it runs on"
-            out[job.scenario] = {
-                "running_cluster": words, "decision": "stay", "gain": 0.0,
-                "decision_reason": reason,
-            }  # fmt: skip
-            continue
-        out[job.scenario] = {
-            "running_cluster": words,
-            "decision": decision.verdict,
-            "gain": decision.gain,
-            "migration_h": decision.cost.hours,
-            "migration_usd": decision.cost.usd,
-            "break_even_h": decision.break_even_h,
-            "decision_reason": decision.reason,
+    for row in tonight[tonight["decision"].notna()].to_dict("records"):
+        out[str(row["scenario"])] = {
+            k: (_optional_number(row[k]) if k in _NUMBERS else row[k]) for k in DECISION_COLUMNS
         }
     return out
+
+
+_NUMBERS = {"gain", "migration_h", "migration_usd", "break_even_h"}
 
 
 def _optional_number(value: object) -> float | None:

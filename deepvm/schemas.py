@@ -268,6 +268,15 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("binding", pa.string()),
                 ("note", pa.string()),
                 ("prices_snapshot", pa.string()),
+                # a running job's one decision tonight (deepvm.planner.fleet_types.
+                # RunningDecision; null for other jobs and in plans written before it)
+                ("running_cluster", pa.string()),
+                ("decision", pa.string()),
+                ("gain", pa.float64()),
+                ("migration_h", pa.float64()),
+                ("migration_usd", pa.float64()),
+                ("break_even_h", pa.float64()),
+                ("decision_reason", pa.string()),
             ]
         ),
     ),
@@ -380,7 +389,9 @@ TABLE_DOCS = {
     "policy and snapshot",
     "fleet": "one plan for all registered jobs under the shared quotas and team budget: "
     "per job its cluster, `value` (its objective over what it gets alone), what binds it, "
-    "and its solo cluster's cost and throughput",
+    "its solo cluster's cost and throughput, and for a running job the night's one decision "
+    "(`decision` stay, move or stop; `gain` net of the move, `migration_h`, `migration_usd`, "
+    "`break_even_h`, `decision_reason`)",
     "running": "the cluster each registered job runs on (`deepvm adopt`): the plan it was "
     "adopted from, its checkpoint interval and efficiency, and the work done so far",
 }

@@ -90,7 +90,7 @@ def test_a_scenarios_file_may_say_what_runs(store, capsys, tmp_path):
         ALONE + 'running = "tiering: 2 x p3.8xlarge spot + 1 x t3.xlarge in us-east-1"\n'
     )
     job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
-    assert job["note"].startswith("moves from tiering: 2 x p3.8xlarge")
+    assert job["decision"] == "move" and job["running_cluster"].startswith("tiering: 2 x p3.8x")
     jobs.write_text(ALONE + 'running = "2 x p3"\n')
     assert main(["fleet", "--scenarios", str(jobs)]) == 2
     assert "running: '2 x p3' is not a cluster" in capsys.readouterr().err
@@ -109,7 +109,9 @@ def test_the_change_report_says_stay_or_move_for_running_jobs(store, capsys, tmp
     assert main(["nightly", "--store", store, "--date", "2026-12-02", "-q"]) == 0
     report = change_report(Store.open(store), "2026-12-02").set_index("scenario")
     stays = report.loc["gpt2-6usd"]
-    assert stays["decision"] == "stay" and "the cluster it runs on" in stays["decision_reason"]
+    assert (
+        stays["decision"] == "stay" and stays["decision_reason"] == "stays on its running cluster"
+    )
     assert "p4d.24xlarge" in stays["running_cluster"]
     assert report["decision"].isna()["bert-paper-10usd"]  # not adopted
     (tmp_path / "alone.toml").write_text(ALONE)
@@ -145,7 +147,8 @@ def test_a_running_job_stays_unless_moving_pays(store, capsys, tmp_path):
     assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "3", "-q"]) == 0
     moved = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
     assert moved["worker_type"] == before["worker_type"] == "p4d.24xlarge"
-    assert moved["note"].startswith("moves from tiering: 2 x p3.8xlarge")
+    assert moved["decision"] == "move" and moved["running_cluster"].startswith("tiering: 2 x p3.8x")
+    assert moved["note"] == moved["decision_reason"] and "saves" in moved["note"]
     assert moved["value"] < before["value"]  # net of the move
     capsys.readouterr()
     assert main(["fleet", "--store", store, *alone]) == 0

@@ -330,6 +330,9 @@ JOB_KEYS = {
     "hourly_cost", "throughput_flops", "cloud", "solo_throughput_flops", "solo_hourly_cost",
     "binding", "note", "workload", "objective", "work_flops", "expected_makespan_h",
     "expected_total_cost", "deadline_h", "meets_deadline",
+    # a running job's one decision (null for the others)
+    "running_cluster", "decision", "gain", "migration_h", "migration_usd", "break_even_h",
+    "decision_reason",
 }  # fmt: skip
 
 
@@ -552,6 +555,8 @@ def test_fleet_plan_with_a_running_job_equals_brute_force(case, data):
     want_value, want_cost = brute_force(options, priorities, quota, team_budget)
     assert plan.objective_value == pytest.approx(want_value, rel=1e-6, abs=1e-9)
     assert plan.hourly_cost == pytest.approx(want_cost, rel=1e-6, abs=1e-6)
-    first = plan.jobs[0]  # planned: it stays or it moves, and says which
-    said = first.note or ""
-    assert not first.planned or said == "stays on its running cluster" or said.startswith("moves")
+    first = plan.jobs[0]  # it stays, moves or stops, and says which, once
+    assert first.running is not None and first.note == first.running.reason
+    kept = first.cluster is not None and first.cluster.identity() == running.cluster.identity()
+    expected = "stop" if not first.planned else "stay" if kept else "move"
+    assert first.running.decision == expected

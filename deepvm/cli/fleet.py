@@ -178,7 +178,7 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
         columns += [("makespan", "makespan"), ("total", "total $")]
     if any(job["deadline_h"] is not None for job in raw):
         columns += [("deadline", "deadline")]
-    running = [_running_words(job["note"]) for job in raw]
+    running = [_running_words(job) for job in raw]
     if any(running):  # jobs that run (deepvm adopt): stay or move
         for row, words in zip(rows, running, strict=True):
             row["running"] = words
@@ -189,16 +189,21 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
     return render_listing(args, rows, columns, list(raw[0]) if raw else ["scenario"], header=header)
 
 
-def _running_words(note: str | None) -> str:
-    """A running job's stay or move (deepvm.planner.fleet_running's note)."""
-    if not note:
+def _running_words(job: dict[str, Any]) -> str:
+    """A running job's decision (deepvm.planner.fleet_types.RunningDecision) in a
+    word or two: ``stays``, ``moves (+44.6%)``, ``moves (over budget)``, ``stops``."""
+    decision = job.get("decision")
+    if decision is None:
         return ""
-    if note == "stays on its running cluster":
-        return "stays"
-    if note.startswith("moves from"):
-        gain = note.rsplit(": ", 1)[-1].replace(" net of the move", "")
-        return f"moves ({gain})"
-    return ""
+    if decision == "move":
+        reason = job["decision_reason"] or ""
+        why = (
+            "over budget"
+            if "over its" in reason
+            else ("gone" if "not in tonight's catalog" in reason else f"{job['gain']:+.1%}")
+        )
+        return f"moves ({why})"
+    return {"stay": "stays", "stop": "stops"}.get(decision, decision)
 
 
 def _write_fleet_launch_files(folder: str, plan: Any, versions: dict[str, int]) -> None:

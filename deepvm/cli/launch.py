@@ -15,7 +15,6 @@ from deepvm.cli.common import (
     BUDGET,
     add_inputs,
     add_job,
-    add_min_gain,
     json_text,
     number,
     path_text,
@@ -85,7 +84,6 @@ def add_parsers(sub: Any) -> None:
         help="with JOB: move it from the cluster a launch runs it on to the fleet plan's: "
         "the old tier's newest checkpoint restored on the new tier, then the old cluster down",
     )
-    add_min_gain(la)
     la.add_argument(
         "--name",
         metavar="NAME",
@@ -154,7 +152,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if args.move:
         from deepvm.launcher import move
 
-        decision = _decision(store, tonight, target, args.min_gain)
+        decision = _decision(tonight, target)
         manifest = move(target, options, tools, echo=progress, store=store, decision=decision)
     else:
         from deepvm.launcher import launch
@@ -279,11 +277,11 @@ def _in_catalog(cluster: Cluster, inputs: Any, date: str) -> None:
             )
 
 
-def _decision(store: Any, tonight: Any, target: Any, min_gain: float) -> dict[str, Any] | None:
-    """The stay-or-move the nightly's change report states for the job (its costs)."""
+def _decision(tonight: Any, target: Any) -> dict[str, Any] | None:
+    """The stay-or-move the fleet plan made for the job (with the move's costs)."""
     from deepvm.running import moves_tonight
 
-    return moves_tonight(store, tonight, str(target.plan_date), min_gain).get(str(target.job))
+    return moves_tonight(tonight).get(str(target.job))
 
 
 def _down(args: argparse.Namespace, tools: Any) -> int:

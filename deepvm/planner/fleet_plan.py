@@ -50,7 +50,7 @@ from deepvm.planner.fleet_types import FleetPlan, JobPlan, QuotaUse, RegisteredJ
 from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
 from deepvm.planner.migration import DEFAULT_MIN_GAIN
 from deepvm.planner.offers import FloatArray, Offers
-from deepvm.planner.policies import Planner, Recommendation, infeasible_budget_error
+from deepvm.planner.policies import Planner, infeasible_budget_error
 
 SOLVER = "HiGHS fleet"
 
@@ -131,7 +131,7 @@ def plan_fleet(
                 picks[w.job.name] = w.solo
         picks.update(chosen)
         fleet_check.check(work, picks, inputs, team_budget)
-    plans = [_job_plan(w, picks, has_plan, status, solve_s) for w in work]
+    plans = [_job_plan(w, picks, has_plan, status, solve_s, min_gain) for w in work]
     usage = fleet_check.usage(work, picks)
     fleet_check.explain(plans, work, picks, usage, team_budget, inputs)
     snapshot = inputs.catalog.snapshot
@@ -280,7 +280,12 @@ def _solve(
 
 
 def _job_plan(
-    w: JobState, picks: dict[str, Config | None], has_plan: bool, status: str, solve_s: float
+    w: JobState,
+    picks: dict[str, Config | None],
+    has_plan: bool,
+    status: str,
+    solve_s: float,
+    min_gain: float,
 ) -> JobPlan:
     planner = w.planner
     solo = (
@@ -295,27 +300,25 @@ def _job_plan(
     if not has_plan and note is None:
         note = f"the fleet solve ended {status}: no plan"
     job = w.job
+    cluster = None
+    if config is not None and planner is not None:
+        solver = SOLVER if job.shared else "numpy/exact"
+        cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
+    # A running job's one answer tonight; its reason is the job's note.
+    running = fleet_running.decision(w, config, cluster, min_gain) if has_plan else None
+    if running is not None:
+        note = running.reason
 
-    def plan(planned: bool, value: float, cluster: Recommendation | None) -> JobPlan:
+    def plan(planned: bool, value: float) -> JobPlan:
         return JobPlan(
             job.name, job.priority, job.shared, planned, value, cluster, solo, None, note,
             candidates=count, considered=considered, workload=job.spec.workload,
             objective=str(job.spec.objective), deadline_h=job.spec.deadline_h,
-            work_flops=job.spec.work_flops,
+            work_flops=job.spec.work_flops, running=running,
         )  # fmt: skip
 
     if config is None or planner is None:
-        return plan(False, 0.0, None)
-    solver = SOLVER if job.shared else "numpy/exact"
-    cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
+        return plan(False, 0.0)
     if w.net_values is not None and config in w.net_values:  # running: net of the move
-        if w.current is not None and note is None and w.job.running is not None:
-            was = w.job.running.cluster.words(architecture=True, region=True)
-            gain = w.net_values[config] / w.net_values[w.current] - 1
-            note = (
-                "stays on its running cluster"
-                if config == w.current
-                else f"moves from {was}: {gain:+.1%} net of the move"
-            )
-        return plan(True, w.net_values[config], cluster)
-    return plan(True, float(_value(w, _score(planner, config))), cluster)
+        return plan(True, w.net_values[config])
+    return plan(True, float(_value(w, _score(planner, config))))

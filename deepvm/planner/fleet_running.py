@@ -10,6 +10,12 @@ move wins only when its gain is above the threshold; a shared quota or the team
 budget may still move it, and the plan says so. A running cluster that no longer
 fits the job's budget is kept only where the job says so (``keep_running``), else
 it is left out and the job's note says why.
+
+Once the plan is solved, :func:`decision` states tonight's one answer for each
+running job (deepvm.planner.fleet_types.RunningDecision): it stays where the plan
+keeps its cluster, and moves where the plan gives it another (with the move's
+cost and gain, and why: the move pays; its cluster is over its budget or gone;
+or the shared quotas or team budget need it elsewhere). Nothing else decides.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from deepvm.planner.candidates import Config, cluster_of, hourly_cost
 from deepvm.planner.constraints import usage_matrix
 from deepvm.planner.enumeration import budget_limit
 from deepvm.planner.fleet_options import JobOptions, JobState, job_options
-from deepvm.planner.fleet_types import Running
+from deepvm.planner.fleet_types import Running, RunningDecision
 from deepvm.planner.migration import DEFAULT_MIN_GAIN, Side, decide, work_left
 from deepvm.planner.offers import Offers
+from deepvm.planner.policies import Recommendation
 
 
 def config_of(offers: Offers, cluster: Cluster) -> Config | None:
@@ -103,6 +110,55 @@ def adjust(w: JobState, score_of: object, value_of: object, min_gain: float) -> 
     w.net_weights = {c: float(v) for c, v in zip(o.configs, weights, strict=True)}
 
 
+def decision(
+    w: JobState, config: Config | None, cluster: Recommendation | None, min_gain: float
+) -> RunningDecision | None:
+    """Tonight's answer for running job ``w`` given the plan's ``config`` for it
+    (``cluster``: that config as the planner describes it); None if it does not run."""
+    run, planner = w.job.running, w.planner
+    if run is None:
+        return None
+    was = run.cluster.words(architecture=True, region=True)
+    if config is None or cluster is None or planner is None:
+        why = w.note or "the plan leaves it unplanned"
+        return RunningDecision(was, "stop", None, None, None, None, f"{why}: it stops")
+    offers = planner.offers
+    current = config_of(offers, run.cluster)
+    if current is not None and config == current:
+        return RunningDecision(was, "stay", 0.0, 0.0, 0.0, None, "stays on its running cluster")
+    if current is not None:
+        old = _side(offers, current, run.efficiency, run.checkpoint_interval_s)
+    else:  # its types left the catalog: as it was adopted
+        efficiency = run.efficiency if run.efficiency > 0 else 1.0
+        old = Side(
+            run.cluster.throughput_flops, run.cluster.hourly_cost, _DEFAULT_GBPS, efficiency,
+            run.checkpoint_interval_s,
+        )  # fmt: skip
+    new = Side(
+        cluster.throughput_flops, cluster.hourly_cost, float(offers.gpu_gbps[config.worker]),
+        cluster.efficiency if cluster.efficiency > 0 else 1.0,
+    )  # fmt: skip
+    d = decide(
+        planner.objective, old, new,
+        work_left(w.job.spec.work_flops, run.work_done_flops, old),
+        checkpoint_gb=planner.job.checkpoint_gb, restart_s=planner.costs.restart_s,
+        min_gain=min_gain,
+    )  # fmt: skip
+    if w.note:  # over its budget, or gone from the catalog (adjust said which)
+        reason = w.note
+    elif d.move:
+        reason = d.reason.replace(": stay", "")
+    else:
+        reason = (
+            f"moving alone would not pay ({d.gain:+.1%} net of the move), but the shared "
+            "quotas or the team budget need its cluster: it moves"
+        )
+    return RunningDecision(was, "move", d.gain, d.cost.hours, d.cost.usd, d.break_even_h, reason)
+
+
+_DEFAULT_GBPS = 10.0  # a node's link where the catalog no longer says (a gone type)
+
+
 def _with(o: JobOptions, offers: Offers, config: Config, score: float, cost: float) -> JobOptions:
     """``o`` and the running cluster (its usage on ``o``'s keys, and any key of its own)."""
     usage, keys = usage_matrix(
@@ -140,4 +196,4 @@ def _side(offers: Offers, config: Config, efficiency: float, interval_s: float) 
     )
 
 
-__all__ = ["DEFAULT_MIN_GAIN", "Running", "adjust", "config_of"]
+__all__ = ["DEFAULT_MIN_GAIN", "Running", "adjust", "config_of", "decision"]

@@ -31,6 +31,41 @@ class Running:
 
 
 @dataclass(frozen=True)
+class RunningDecision:
+    """Tonight's one answer for a job that runs (deepvm.planner.fleet_running): stay
+    on its running cluster, move to the plan's, or stop (the plan leaves it
+    unplanned), with the move's figures (deepvm.planner.migration) and why. The
+    fleet plan, its notes, the change report, the JSON and the artifacts all show
+    this one record."""
+
+    running_cluster: str  # Cluster.words(architecture=True, region=True)
+    decision: str  # "stay", "move" or "stop"
+    gain: float | None  # net of the move, over the work left; None: nothing to weigh
+    migration_h: float | None
+    migration_usd: float | None
+    break_even_h: float | None  # inf: never pays back
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "running_cluster": self.running_cluster,
+            "decision": self.decision,
+            "gain": self.gain,
+            "migration_h": self.migration_h,
+            "migration_usd": self.migration_usd,
+            "break_even_h": self.break_even_h,
+            "decision_reason": self.reason,
+        }
+
+
+# The fleet rows' and the change report's columns of a running job's decision.
+DECISION_COLUMNS = (
+    "running_cluster", "decision", "gain", "migration_h", "migration_usd", "break_even_h",
+    "decision_reason",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class RegisteredJob:
     """A job of the fleet: its name, budget (USD/h) and spec; ``priority``
     (PRIORITY_RANGE) weighs its value; ``shared`` False: it does not run at the
@@ -83,6 +118,7 @@ class JobPlan:
     objective: str | None = None
     deadline_h: float | None = None  # objective cost: the bound on the expected makespan
     work_flops: float | None = None  # the training work, where the job gives it
+    running: RunningDecision | None = None  # a job that runs: stay or move, and why
 
     @property
     def meets_deadline(self) -> bool | None:
@@ -105,6 +141,7 @@ class JobPlan:
             "solo_hourly_cost": self.solo.hourly_cost if self.solo else None,
             "binding": self.binding,
             "note": self.note,
+            **(self.running.as_dict() if self.running else dict.fromkeys(DECISION_COLUMNS)),
             # What the job gets (fields after `note` are in the JSON, not the store's table).
             "workload": self.workload,
             "objective": self.objective,

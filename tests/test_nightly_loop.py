@@ -1,0 +1,61 @@
+"""The nightly loop a team relies on (issue 35): one answer per running job per
+night, the same in the fleet plan, its notes, the change report, the JSON and the
+artifact; what-if runs that leave the nightly record alone; stable plans on
+unchanged prices; prices that round-trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deepvm.cli import main
+from deepvm.pipeline import change_report
+from deepvm.report import change_report_markdown
+from deepvm.store import Store
+
+SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "scenarios.toml"
+
+
+@pytest.fixture
+def store(tmp_path):
+    uri = str(tmp_path / "store")
+    assert main(["nightly", "--store", uri, "--date", "2026-12-01", "-q"]) == 0
+    return uri
+
+
+def with_budget(tmp_path: Path, job: str, budget: float) -> str:
+    """The shipped jobs, with ``job``'s budget set to ``budget``."""
+    text = SHIPPED.read_text()
+    head, _, rest = text.partition(f'name = "{job}"')
+    line = next(x for x in rest.splitlines() if x.startswith("budget = "))
+    path = tmp_path / "jobs.toml"
+    path.write_text(head + f'name = "{job}"' + rest.replace(line, f"budget = {budget}", 1))
+    return str(path)
+
+
+def test_a_running_cluster_over_its_budget_moves_everywhere(store, tmp_path, capsys):
+    """Regression: the fleet's note said "over its budget: it moves" while the change
+    report's running-jobs table said "stay" (it weighed the move again, by gain)."""
+    assert main(["adopt", "gpt2-6usd", "--store", store, "-q"]) == 0
+    running = Store.open(store).read("running").iloc[-1]
+    jobs = with_budget(tmp_path, "gpt2-6usd", round(running["hourly_cost"] * 0.8, 2))
+    argv = ["nightly", "--store", store, "--date", "2026-12-02", "--scenarios", jobs, "--json"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    night = json.loads(capsys.readouterr().out)
+    fleet = {j["scenario"]: j for j in night["fleet"]["jobs"]}["gpt2-6usd"]
+    assert "over its" in fleet["note"] and "it moves" in fleet["note"]
+    report = change_report(Store.open(store), "2026-12-02").set_index("scenario")
+    assert report.loc["gpt2-6usd", "decision"] == "move"
+    assert report.loc["gpt2-6usd", "decision_reason"] == fleet["note"]
+    assert fleet["decision"] == "move" and fleet["decision_reason"] == fleet["note"]
+    changes = {c["scenario"]: c for c in night["changes"]}["gpt2-6usd"]
+    assert changes["decision"] == "move"
+    markdown = change_report_markdown(report.reset_index())
+    assert "| gpt2-6usd |" in markdown and "stay |" not in markdown.split("gpt2-6usd")[-1][:60]
+    capsys.readouterr()
+    assert main(["fleet", "--store", store, "--scenarios", jobs]) == 0
+    table = capsys.readouterr().out
+    assert "moves (over budget)" in table and "stays" not in table
