@@ -284,9 +284,11 @@ def replan(
     region: str | None = None,
     workloads: str | Path | None = None,
     inputs: Inputs | None = None,
+    run_kind: str = "nightly",
 ) -> list[PlanOutcome]:
     """Re-plan every job on the store's newest prices; one job's failure (an
-    infeasible budget, say) is reported and the others still run."""
+    infeasible budget, say) is reported and the others still run. ``run_kind``:
+    the night's record, or a what-if beside it (deepvm.results)."""
     from deepvm.planner.api import recommend
     from deepvm.results import write_recommendations
     from deepvm.store_inputs import load_inputs
@@ -302,7 +304,9 @@ def replan(
         except DeepvmError as exc:  # parameters named as the scenarios file and flows name them
             outcomes.append(PlanOutcome(job.name, None, exc.render(scenario_key)))
             continue
-        _, frame = write_recommendations(result, store, scenario=job.name, snapshot_date=date)
+        _, frame = write_recommendations(
+            result, store, scenario=job.name, snapshot_date=date, run_kind=run_kind
+        )
         outcomes.append(PlanOutcome(job.name, frame))
     return outcomes
 
@@ -316,9 +320,11 @@ def plan_fleet_stage(
     workloads: str | Path | None = None,
     inputs: Inputs | None = None,
     min_gain: float = DEFAULT_MIN_GAIN,
+    run_kind: str = "nightly",
 ) -> FleetPlan:
     """One plan for every registered job under the shared quotas (and the team
-    budget), on the store's newest prices; written to the ``fleet`` table."""
+    budget), on the store's newest prices; written to the ``fleet`` table as the
+    night's plan or (``run_kind`` what-if) beside it."""
     from deepvm.planner.fleet_plan import plan_fleet
     from deepvm.results import write_fleet
     from deepvm.store_inputs import load_inputs
@@ -331,7 +337,7 @@ def plan_fleet_stage(
 
     jobs = with_running(store, scenarios)
     plan = plan_fleet(jobs, inputs, team_budget=team_budget, min_gain=min_gain)
-    write_fleet(plan, store, snapshot_date=date)
+    write_fleet(plan, store, snapshot_date=date, run_kind=run_kind)
     return plan
 
 
@@ -384,9 +390,13 @@ def change_report(store: Store, snapshot_date: str | None = None) -> pd.DataFram
     table): its cluster, cost and throughput, its value and what holds it back; a
     running job's stay or move as the plan decided it."""
     date = snapshot_date or today()
-    # Tonight's plan and the previous night's: two partitions, whatever the history.
-    nights = [d for d in store.partitions("fleet") if d <= date][-2:]
-    plans = store.read("fleet", partitions=nights)
+    from deepvm.results import read_nightly
+
+    # Tonight's plan and the previous night's: two nights, whatever the history, and
+    # never a what-if (an on-demand fleet run) in place of either.
+    _, plans = read_nightly(store, "fleet", on_or_before=date, nights=2)
+    if plans.empty:
+        return pd.DataFrame(columns=CHANGE_COLUMNS)
     from deepvm.running import moves_tonight
 
     moves = moves_tonight(plans[plans["snapshot_date"] == date])

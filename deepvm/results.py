@@ -1,4 +1,11 @@
-"""Planner results as store rows (docs/ARCHITECTURE.md, "The store")."""
+"""Planner results as store rows (docs/ARCHITECTURE.md, "The store").
+
+A night's record is written only by the nightly (``run_kind`` nightly); an
+on-demand run (``recommend --store``, the recommend and fleet flows) is a what-if:
+its rows carry ``run_kind`` what-if and a writer of their own (``whatif-...``), so
+they sit beside the night's rows, never replace or add to them, and the readers
+of the night (:func:`read_nightly`: the change report, adopt, launch) skip them.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,11 @@ from deepvm.output_files import atomic_output
 from deepvm.planner.api import RecommendResult
 from deepvm.planner.fleet_types import FleetPlan
 from deepvm.store import Store
+
+NIGHTLY = "nightly"
+WHAT_IF = "what-if"
+RUN_KINDS = (NIGHTLY, WHAT_IF)
+WHATIF_WRITER = "whatif-"  # a what-if's writer name starts so
 
 
 def today_utc() -> str:
@@ -47,16 +59,20 @@ def write_recommendations(
     result: RecommendResult,
     store: Store,
     *,
+    run_kind: str,
     scenario: str | None = None,
     snapshot_date: str | None = None,
 ) -> tuple[str, pd.DataFrame]:
-    """Write one recommend run as ``recommendations/snapshot_month=M/part-D-<scenario>``;
-    the same scenario on the same date replaces its rows, others stay. Returns the
-    file and the rows written."""
+    """Write one recommend run as the date's rows of its scenario (``run_kind``
+    nightly) or of a what-if of it: the same scenario and kind on the same date
+    replaces its rows, others stay. Returns the table and the rows written."""
     name = scenario or default_scenario(result)
     now = dt.datetime.now(dt.UTC)
     df = recommendations_frame(result, scenario=name, run_id=uuid.uuid4().hex, created_at=now)
-    path = store.write("recommendations", df, partition=snapshot_date or today_utc(), name=name)
+    df["run_kind"] = _kind(run_kind)
+    path = store.write(
+        "recommendations", df, partition=snapshot_date or today_utc(), name=_writer(name, run_kind)
+    )
     return path, df
 
 
@@ -73,13 +89,43 @@ def fleet_frame(plan: FleetPlan, *, run_id: str, created_at: dt.datetime) -> pd.
 
 
 def write_fleet(
-    plan: FleetPlan, store: Store, *, snapshot_date: str | None = None
+    plan: FleetPlan, store: Store, *, run_kind: str, snapshot_date: str | None = None
 ) -> tuple[str, pd.DataFrame]:
-    """Write a fleet plan as ``fleet/snapshot_month=M/part-D-fleet.parquet``; a re-run of
-    the date replaces it."""
+    """Write a fleet plan as the date's night (``run_kind`` nightly) or a what-if
+    beside it; a re-run of the date and kind replaces it."""
     now = dt.datetime.now(dt.UTC)
     df = fleet_frame(plan, run_id=uuid.uuid4().hex, created_at=now)
-    return store.write("fleet", df, partition=snapshot_date or today_utc(), name="fleet"), df
+    df["run_kind"] = _kind(run_kind)
+    date = snapshot_date or today_utc()
+    return store.write("fleet", df, partition=date, name=_writer("fleet", run_kind)), df
+
+
+def read_nightly(
+    store: Store, table: str, *, on_or_before: str | None = None, nights: int = 1
+) -> tuple[list[str], pd.DataFrame]:
+    """The newest ``nights`` dates of the night's record in ``table`` (at or before
+    ``on_or_before``) and their nightly rows: what-ifs are neither counted nor read."""
+    dates = [
+        d
+        for d in store.partitions(table, writer=lambda w: not w.startswith(WHATIF_WRITER))
+        if on_or_before is None or d <= on_or_before
+    ][-nights:]
+    if not dates:
+        return [], pd.DataFrame()
+    rows = store.read(table, partitions=dates)
+    if "run_kind" in rows:
+        rows = rows[rows["run_kind"].fillna(NIGHTLY) == NIGHTLY]
+    return dates, rows
+
+
+def _kind(run_kind: str) -> str:
+    if run_kind not in RUN_KINDS:
+        raise ValueError(f"run_kind {run_kind!r} is not one of {', '.join(RUN_KINDS)}")
+    return run_kind
+
+
+def _writer(name: str, run_kind: str) -> str:
+    return name if run_kind == NIGHTLY else f"{WHATIF_WRITER}{name}"
 
 
 def write_flopp(

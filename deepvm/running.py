@@ -134,14 +134,15 @@ def running_jobs(store: Store) -> dict[str, Adopted]:
 def _plan_row(
     store: Store, job: str, rank: int | None, date: str | None
 ) -> tuple[dict[str, Any], str, str]:
+    from deepvm.results import read_nightly
+
     table = "fleet" if rank is None else "recommendations"
-    dates = [d for d in store.partitions(table) if date is None or d <= date]
+    dates, rows = read_nightly(store, table, on_or_before=date)
     if not dates:
         raise InputError(
             f"the store has no {table} plan{' on or before ' + date if date else ''}: "
             "run `deepvm nightly --store URI` first"
         )
-    rows = store.read(table, partitions=dates[-1:])
     mine = rows[rows["scenario"] == job]
     if mine.empty:
         known = ", ".join(sorted(set(rows["scenario"].astype(str))))

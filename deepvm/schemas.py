@@ -244,6 +244,9 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 # where its figures are from (deepvm.provenance) and its spot price in
                 # context (null in tables written before them)
                 *PROVENANCE_COLUMNS,
+                # "nightly" (the night's record) or "what-if" (an on-demand run);
+                # null in rows written before it: nightly (deepvm.results.RUN_KINDS)
+                ("run_kind", pa.string()),
             ]
         ),
     ),
@@ -277,6 +280,7 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("migration_usd", pa.float64()),
                 ("break_even_h", pa.float64()),
                 ("decision_reason", pa.string()),
+                ("run_kind", pa.string()),  # as the recommendations table's
             ]
         ),
     ),
@@ -386,12 +390,14 @@ TABLE_DOCS = {
     "overhead_models": "every fitted speedup model per group; `params` is JSON",
     "flopp": "FLOP per USD per instance type, workload and market",
     "recommendations": "each job's own ranked clusters (`scenario`, planned alone), per "
-    "policy and snapshot",
+    "policy and snapshot; `run_kind` nightly (the night's record) or what-if (`recommend "
+    "--store`, the recommend flow: written beside the night, never in its place)",
     "fleet": "one plan for all registered jobs under the shared quotas and team budget: "
     "per job its cluster, `value` (its objective over what it gets alone), what binds it, "
     "its solo cluster's cost and throughput, and for a running job the night's one decision "
     "(`decision` stay, move or stop; `gain` net of the move, `migration_h`, `migration_usd`, "
-    "`break_even_h`, `decision_reason`)",
+    "`break_even_h`, `decision_reason`); `run_kind` nightly or what-if (the fleet flow run "
+    "on demand)",
     "running": "the cluster each registered job runs on (`deepvm adopt`): the plan it was "
     "adopted from, its checkpoint interval and efficiency, and the work done so far",
 }

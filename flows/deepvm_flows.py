@@ -33,6 +33,7 @@ from deepvm.config import (
 from deepvm.errors import DeepvmError, ParameterError, SourceUnavailableError
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
+from deepvm.results import WHAT_IF
 from deepvm.store import Store, store_uri
 from deepvm.workloads import WorkloadName, parse_work, training_work
 from flows.forms import (
@@ -144,7 +145,8 @@ def refit_task(store: Store) -> int | None:
 
 @task(name="plan-job", cache_policy=NO_CACHE)
 def plan_job_task(store: Store, job: RegisteredJob) -> pipeline.PlanOutcome:
-    return pipeline.replan(store, [job])[0]
+    # on demand: a what-if beside the night's record, never in its place
+    return pipeline.replan(store, [job], run_kind=WHAT_IF)[0]
 
 
 @task(name="plan-fleet", cache_policy=NO_CACHE)
@@ -156,8 +158,9 @@ def plan_fleet_task(
     workloads: str | None = None,
 ) -> FleetPlan:
     return pipeline.plan_fleet_stage(
-        store, jobs, snapshot_date, team_budget=team_budget, workloads=workloads
-    )
+        store, jobs, snapshot_date, team_budget=team_budget, workloads=workloads,
+        run_kind=WHAT_IF,  # on demand: a what-if beside the night's plan
+    )  # fmt: skip
 
 
 # --- flows -------------------------------------------------------------------------
@@ -601,7 +604,8 @@ def fleet(
 ) -> dict[str, object]:
     """One plan for every registered job under the account's shared quotas (and a
     team budget), on the store's newest prices; written to the store's ``fleet``
-    table and published as an artifact.
+    table as a what-if (``run_kind`` what-if, beside the nightly's plan, never in
+    its place) and published as an artifact.
 
     Args:
         scenarios_path: registered jobs (TOML); default: the shipped file.

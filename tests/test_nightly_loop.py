@@ -59,3 +59,20 @@ def test_a_running_cluster_over_its_budget_moves_everywhere(store, tmp_path, cap
     assert main(["fleet", "--store", store, "--scenarios", jobs]) == 0
     table = capsys.readouterr().out
     assert "moves (over budget)" in table and "stays" not in table
+
+
+def test_recommend_with_a_store_is_a_what_if_dated_by_its_prices(store, capsys):
+    """Regression: `recommend --store`, used to read the store's prices, wrote a
+    stray job into the night's record, dated today rather than by the prices."""
+    assert main(["recommend", "--budget", "20", "--store", store, "-q"]) == 0
+    capsys.readouterr()
+    opened = Store.open(store)
+    rows = opened.read("recommendations")
+    stray = rows[rows["scenario"] == "resnet50-throughput-b20"]
+    assert set(stray["snapshot_date"].astype(str)) == {"2026-12-01"}  # the prices' date
+    # the night's readers do not see it: adopt lists only the registered jobs
+    assert main(["adopt", "nope", "--rank", "1", "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert "has no plan on 2026-12-01" in err and "resnet50-throughput-b20" not in err
+    assert "gpt2-6usd" in err
+    assert set(stray["run_kind"]) == {"what-if"}

@@ -242,10 +242,11 @@ def _fleet_target(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise InputError(
             f"job {args.job!r} is not registered; the registered jobs: {', '.join(sorted(specs))}"
         )
-    dates = store.partitions("fleet") if store.has("fleet") else []
+    from deepvm.results import read_nightly
+
+    dates, tonight = read_nightly(store, "fleet")
     if not dates:
         raise InputError("the store has no fleet plan: run `deepvm nightly --store URI` first")
-    tonight = store.read("fleet", partitions=dates[-1:])
     mine = tonight[tonight["scenario"] == args.job]
     row = mine.iloc[-1].to_dict() if not mine.empty else {}
     cluster = Cluster.from_mapping(row)

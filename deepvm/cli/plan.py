@@ -203,9 +203,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         )
     written = None
     if store:
-        from deepvm.results import write_recommendations
+        from deepvm.results import WHAT_IF, today_utc, write_recommendations
 
-        written, _ = write_recommendations(result, store, scenario=args.scenario)
+        # A what-if, dated by the prices it planned on: the store's newest, unless
+        # --catalog gave others (then today).
+        prices = store.partitions("prices") if args.catalog is None else []
+        date = prices[-1] if prices else today_utc()
+        where, _ = write_recommendations(
+            result, store, scenario=args.scenario, snapshot_date=date, run_kind=WHAT_IF
+        )
+        written = f"a what-if of {date} to {where} (the nightly record is unchanged)"
     sys.stdout.write(text)
     if fmt == "table":
         _recommend_notes(result, recs)

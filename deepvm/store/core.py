@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -242,15 +242,23 @@ class Store:
 
     # --- reading ------------------------------------------------------------------
 
-    def partitions(self, table: str) -> list[str]:
+    def partitions(self, table: str, *, writer: Callable[[str], bool] | None = None) -> list[str]:
         """The table's dates, sorted, from the commits table: no rows are read.
-        Dates written in an open transaction count."""
+        Dates written in an open transaction count. ``writer``: only dates some
+        writer it accepts wrote."""
         if TABLES[table][0] is None:
             return []
         done = self._commits()
-        dates = set(done.loc[done["table_name"] == table, "date"]) - {""}
+        mine = done["table_name"] == table
+        if writer is not None:
+            mine &= done[WRITER].map(writer).astype(bool)
+        dates = set(done.loc[mine, "date"]) - {""}
         if self._tx is not None:
-            dates |= {k[1] for k in self._tx.staged if k[0] == table and k[1] is not None}
+            dates |= {
+                k[1]
+                for k in self._tx.staged
+                if k[0] == table and k[1] is not None and (writer is None or writer(k[2]))
+            }
         return sorted(dates)
 
     def has(self, table: str) -> bool:

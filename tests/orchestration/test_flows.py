@@ -261,6 +261,30 @@ def test_fleet_flow_publishes_an_artifact(tmp_path):
     assert "# deepvm fleet plan" in text and "resnet50-3usd" in text
 
 
+def test_a_fleet_run_from_the_ui_is_a_what_if_beside_the_night(tmp_path):
+    """Regression (issue 35): the fleet deployment run with another team budget
+    replaced that date's nightly plan, and the next night's "what moved" compared
+    against the what-if."""
+    from deepvm.pipeline import change_report
+    from deepvm.store import Store
+
+    store = str(tmp_path)
+    f.nightly(store=store, snapshot_date="2026-12-01")
+    night = whole(store, "fleet").df().sort_values("scenario")
+    plan = f.fleet(store=store, team_budget=1.0, snapshot_date="2026-12-01")  # a what-if
+    assert plan["hourly_cost"] <= 1.0 + 1e-9
+    f.nightly(store=store, snapshot_date="2026-12-02")
+    report = change_report(Store.open(store), "2026-12-02").set_index("scenario")
+    # unchanged prices and jobs: against the night before (not the what-if), nothing moved
+    assert not report["changed"].any()
+    assert set(report["previous_date"]) == {"2026-12-01"}
+    rows = whole(store, "fleet").df()
+    rows = rows[rows["snapshot_date"].astype(str) == "2026-12-01"]
+    kept = rows[rows["run_kind"] == "nightly"].sort_values("scenario")
+    assert list(kept["run_id"]) == list(night["run_id"])  # the night's plan, untouched
+    assert set(rows["run_kind"]) == {"nightly", "what-if"}
+
+
 SKYPILOT_VMS = Path(__file__).parents[1] / "data" / "skypilot-vms.csv"
 
 
