@@ -76,3 +76,30 @@ def test_recommend_with_a_store_is_a_what_if_dated_by_its_prices(store, capsys):
     assert "has no plan on 2026-12-01" in err and "resnet50-throughput-b20" not in err
     assert "gpt2-6usd" in err
     assert set(stray["run_kind"]) == {"what-if"}
+
+
+def bert_jobs(path: Path, order: str) -> str:
+    path.write_text(
+        "".join(
+            f'[[job]]\nname = "{n}-bert"\nworkload = "bert-base"\nbudget = 10.0\n'
+            'objective = "paper"\n\n'
+            for n in order
+        )
+    )
+    return str(path)
+
+
+def test_equal_clusters_in_several_regions_are_broken_one_documented_way(tmp_path, capsys):
+    """Regression: ties between regions (the same type at the same price in
+    eastus2, northcentralus and westus3) were broken by the solver's path, so the
+    order of the jobs, or adopting another one, moved a job at the same $/h."""
+    plans = []
+    for order in ("abc", "cba", "bca"):
+        jobs = bert_jobs(tmp_path / f"{order}.toml", order)
+        capsys.readouterr()
+        assert main(["fleet", "--scenarios", jobs, "--cloud", "azure", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        plans.append({j["scenario"]: (j["region"], j["hourly_cost"]) for j in out["jobs"]})
+    assert plans[0] == plans[1] == plans[2]
+    # jobs in name order take the first region of the tie-break order that has room
+    assert [plans[0][f"{n}-bert"][0] for n in "abc"] == ["eastus2", "northcentralus", "westus3"]

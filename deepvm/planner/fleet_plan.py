@@ -29,11 +29,12 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.errors import DeepvmError
 from deepvm.planner import architectures as arch
-from deepvm.planner import fleet_check, fleet_program, fleet_running
+from deepvm.planner import fleet_check, fleet_program, fleet_running, fleet_ties
 from deepvm.planner.api import Inputs, job_planner, job_spec
 from deepvm.planner.candidates import Config, hourly_cost
 from deepvm.planner.constraints import QuotaKey
@@ -270,6 +271,12 @@ def _solve(
         return result.status, {}, math.nan, result.variables, result.rows, result.bound
     picked = np.zeros(size, dtype=bool)
     picked[result.picked] = True
+    # Among equal clusters, the documented one (deepvm.planner.fleet_ties).
+    rank = np.concatenate([_tie_ranks(w) for w in shared])
+    order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
+    picked = fleet_ties.prefer_canonical(
+        picked, owner, weight, cost, usage.tocsr(), quota, order, rank
+    )
     chosen: dict[str, Config | None] = {}
     for j, job in enumerate(shared):
         assert job.options is not None
@@ -277,6 +284,15 @@ def _solve(
         chosen[job.job.name] = job.options.configs[int(rows[0]) - starts[j]] if rows.size else None
     value = float(weight[picked].sum())
     return result.status, chosen, value, result.variables, result.rows, result.bound
+
+
+def _tie_ranks(w: JobState) -> npt.NDArray[np.int64]:
+    """Each of the job's candidates' place in the tie-break order."""
+    assert w.options is not None and w.planner is not None
+    keys = [fleet_ties.canonical_key(w.planner.offers, c) for c in w.options.configs]
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+    return ranks
 
 
 def _job_plan(
