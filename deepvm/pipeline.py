@@ -37,7 +37,7 @@ from deepvm.errors import (
     StoreError,
 )
 from deepvm.names import check_date
-from deepvm.planner.api import Inputs
+from deepvm.planner.api import InputFiles, Inputs
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.scenarios import scenario_key
 from deepvm.store.core import Store
@@ -71,16 +71,27 @@ class PriceRefresh:
     error: str | None = None
     fallback_from: str | None = None
     dropped: int = 0
+    # The clouds this source does not price, kept from the newest snapshot before
+    # (one line that says which, from where); None: the source priced them all.
+    carried: str | None = None
+    kept: bool = False  # the date's own earlier refresh, planned on as it is
 
     @property
     def failed(self) -> bool:
         """The source did not deliver: the date's prices are an earlier snapshot."""
         return self.error is not None
 
+    def words(self) -> str:
+        """What the night's prices are, in one line."""
+        if self.kept:
+            return f"prices: {self.snapshot_date}'s refreshed snapshot from {self.source}, kept"
+        line = f"prices: {self.rows} rows from {self.source} for {self.snapshot_date}"
+        return line + (f"; {self.carried}" if self.carried else "")
+
 
 def refresh_prices(
     store: Store,
-    source: str = "snapshot",
+    source: str | None = "snapshot",
     *,
     snapshot_date: str | None = None,
     retries: int = DEFAULT_RETRIES,
@@ -99,21 +110,79 @@ def refresh_prices(
     earlier snapshot is carried into this date with ``stale = true`` (a date that
     already has a snapshot keeps it) and the result says the refresh failed.
     Bad input (an unknown source, an invalid catalog) is raised at once.
+
+    A source that prices some clouds only (a file of AWS prices, the aws source)
+    makes a snapshot of those clouds and keeps every other cloud's rows from the
+    newest snapshot before (else the shipped one), and says so (``carried``): a
+    night never loses a cloud because its source did not price it. ``source``
+    None (the nightly's default): the date's own refresh if it has one, kept as it
+    is (``kept``), else the shipped snapshot. A date refreshed twice is read as
+    its newest refresh (deepvm.store_inputs.price_snapshot).
     """
     _check_fetch(timeout_s, retries)
     date = check_date(snapshot_date or today(), "snapshot_date")
     store.ensure_writable()
+    if source is None:
+        if store.writers("prices", date):
+            from deepvm.store_inputs import price_snapshot
+
+            rows, writer = price_snapshot(store, date)
+            stale = bool(rows["stale"].any())
+            return PriceRefresh(date, writer, stale, len(rows), 0, kept=True)
+        source = "snapshot"
     src = get_source(source, regions=regions, skypilot_csv=skypilot_csv)
     data, error, attempts = _fetch(src.fetch, src.name, retries, backoff_s, sleep, timeout_s)
     if data is not None and data.prices.empty:  # nothing usable: never a snapshot
         error, data = f"source {src.name!r} returned no usable prices", None
     if data is not None:
+        prices = fill_price_dates(fill_interruption_rates(data.prices))
+        instances, prices, carried = _with_other_clouds(store, date, data.instances, prices)
         with store.transaction(command="prices") as tx:
-            tx.write("instances", data.instances, partition=None, name=src.name)
-            prices = fill_price_dates(fill_interruption_rates(data.prices))
+            tx.write("instances", instances, partition=None, name=src.name)
             tx.write("prices", prices, partition=date, name=src.name)
-        return PriceRefresh(date, src.name, False, len(data.prices), attempts, dropped=data.dropped)
+        return PriceRefresh(
+            date, src.name, False, len(data.prices), attempts, dropped=data.dropped,
+            carried=carried,
+        )  # fmt: skip
     return _fall_back(store, date, src.name, attempts, error or "unknown error")
+
+
+def _with_other_clouds(
+    store: Store, date: str, instances: pd.DataFrame, prices: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """The source's rows and, for every cloud it does not price, the rows of the
+    newest snapshot on or before ``date`` (else the shipped snapshot's, with their
+    specs); and the line that says what was kept, or None."""
+    from deepvm.catalog.sources import SnapshotSource
+    from deepvm.store_inputs import price_snapshot
+
+    covered = set(prices["provider"].dropna())
+    earlier = [d for d in store.partitions("prices") if d <= date]
+    if earlier:
+        base, writer = price_snapshot(store, earlier[-1])
+        base = base.drop(columns="snapshot_date")
+        where = f"the {earlier[-1]} snapshot ({writer})"
+        specs = instances.iloc[:0]
+    else:
+        shipped = SnapshotSource().fetch()
+        base = fill_price_dates(fill_interruption_rates(shipped.prices))
+        where = "the shipped snapshot"
+        specs = shipped.instances
+    others = base[~base["provider"].isin(covered)]
+    if others.empty:
+        return instances, prices, None
+    kept = sorted(set(others["provider"].dropna()))
+    specs = specs[specs["provider"].isin(kept)] if "provider" in specs else specs.iloc[:0]
+    line = (
+        f"{', '.join(kept)} kept from {where} ({len(others)} rows): this source prices "
+        f"{', '.join(sorted(covered)) or 'no cloud'} only"
+    )
+    log.info("prices: %s", line)
+    return (
+        pd.concat([instances, specs], ignore_index=True),
+        pd.concat([prices, others[prices.columns]], ignore_index=True),
+        line,
+    )
 
 
 def _check_fetch(timeout_s: float, retries: int) -> None:
@@ -203,6 +272,8 @@ def refresh_spot_advisor(
 
 
 def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) -> PriceRefresh:
+    from deepvm.store_inputs import price_snapshot
+
     dates = store.partitions("prices")
     if not dates:
         raise PriceSourceError(
@@ -211,12 +282,12 @@ def _fall_back(store: Store, date: str, source: str, attempts: int, error: str) 
             "source's credentials, or run `deepvm prices refresh --source snapshot` first"
         )
     if date in dates:  # this date has prices already: keep them exactly as they are
-        same_day = store.read("prices", partitions=[date])
+        same_day, _ = price_snapshot(store, date)
         log.warning("price source %s failed; keeping %s's snapshot", source, date)
         return PriceRefresh(date, source, True, len(same_day), attempts, error, fallback_from=date)
     earlier = [d for d in dates if d < date]
     newest = earlier[-1] if earlier else dates[-1]
-    carried = store.read("prices", partitions=[newest]).drop(columns="snapshot_date").copy()
+    carried = price_snapshot(store, newest)[0].drop(columns="snapshot_date").copy()
     carried["stale"] = True
     store.write("prices", carried, partition=date, name=source)
     log.warning("price source %s failed; carried %s's snapshot forward as stale", source, newest)
@@ -478,7 +549,7 @@ def nightly(
     store: Store,
     scenarios: Sequence[RegisteredJob],
     *,
-    source: str = "snapshot",
+    source: str | None = None,
     snapshot_date: str | None = None,
     retries: int = DEFAULT_RETRIES,
     backoff_s: float | None = None,
@@ -491,6 +562,7 @@ def nightly(
     spot_advisor_url: str | None = None,
     min_gain: float = DEFAULT_MIN_GAIN,
     run: StageRunner = run_directly,
+    planning: InputFiles | None = None,
 ) -> NightlyReport:
     """The night's stages in order: the one sequence the CLI (``deepvm nightly``)
     and the Prefect flow both run; ``run`` runs each stage (the flow's makes it a
@@ -498,7 +570,9 @@ def nightly(
     end (one store commit): a night that fails part-way, or is killed while it
     commits, leaves what deepvm reads as it was. Then finished months are
     compacted (``compact``). With ``spot_advisor_url`` the night also fetches the
-    Spot Instance Advisor feed (a failure keeps the store's newest) before planning."""
+    Spot Instance Advisor feed (a failure keeps the store's newest) before planning.
+    ``planning``: the input files and filters the plans take (quotas, cloud,
+    region, ...: deepvm.planner.api.InputFiles), as ``deepvm fleet`` takes them."""
     from deepvm.store_inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
@@ -527,7 +601,10 @@ def nightly(
         fits = run("refit-overhead", refit_if_new, tx)
         report.refitted = None if fits is None else len(fits)
         # The night's inputs, read once for the solo plans and the fleet plan.
-        inputs = run("load-inputs", load_inputs, store=tx, snapshot_date=date, workloads=workloads)
+        inputs = run(
+            "load-inputs", load_inputs, store=tx, snapshot_date=date, workloads=workloads,
+            **(planning or {}),
+        )  # fmt: skip
         report.plans = run("replan", replan, tx, scenarios, date, inputs=inputs)
         report.fleet = run(
             "plan-fleet", plan_fleet_stage, tx, scenarios, date, team_budget=team_budget,

@@ -1,5 +1,9 @@
 """Markdown for people: recommendations and the nightly change report (used by
-the Prefect artifacts and `deepvm nightly`)."""
+the Prefect artifacts and `deepvm nightly`).
+
+Every table stays narrow enough for Prefect's content column at 1440 px (about
+110 characters of text, cells and separators): the key figures in the table,
+the long text (a cluster in words, a reason) as a list below it, one per job."""
 
 from __future__ import annotations
 
@@ -21,6 +25,11 @@ def _hours_or_never(value: object) -> str:
     if value is None or pd.isna(value):
         return "-"
     return "never" if value == float("inf") else f"{float(value):.3g} h"  # type: ignore[arg-type]
+
+
+def _listed(jobs: Sequence[str], texts: Sequence[str]) -> str:
+    """Long text per job, as a list (in a table it would widen it past the column)."""
+    return "\n".join(f"- **{j}**: {t}" for j, t in zip(jobs, texts, strict=True) if t)
 
 
 def _md_table(df: pd.DataFrame) -> str:
@@ -58,13 +67,13 @@ def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str
             "policy": [f"{r['policy']} #{r['rank']}" for r in rows],
             "region": recs["region"],
             "zone": recs["zone"].fillna(""),
-            "cluster": [cluster_words(r, architecture=True) for r in rows],
             "$/h": recs["hourly_cost"].map(lambda v: f"{v:.4f}"),
             "TFLOP/s": recs["throughput_flops"].map(lambda v: f"{v / 1e12:.2f}"),
             "makespan": recs["expected_makespan_h"].map(_hours),
             "total $": recs["expected_total_cost"].map(_dollars),
         }
     )
+    clusters = _listed(list(shown["policy"]), [cluster_words(r, architecture=True) for r in rows])
     sources = pd.DataFrame(
         {
             "policy": shown["policy"],
@@ -72,7 +81,8 @@ def recommendations_markdown(title: str, recs: pd.DataFrame, notes: Sequence[str
             "F from": recs["flops_source"],
         }
     )
-    parts = [f"# {title}", work_line(work), *notes, _md_table(shown), _md_table(sources)]
+    parts = [f"# {title}", work_line(work), *notes, _md_table(shown)]
+    parts += ["The clusters:", clusters, _md_table(sources)]
     return "\n\n".join(parts)
 
 
@@ -88,6 +98,8 @@ def change_report_markdown(
         )
     elif stale or (prices is not None and prices.stale):
         lines.append("**Prices are stale**: the price source failed; the last snapshot was used.")
+    if prices is not None and not prices.failed and (prices.carried or prices.kept):
+        lines.append(prices.words()[0].upper() + prices.words()[1:] + ".")
     if changes.empty:
         lines.append("No job was planned.")
         return "\n\n".join(lines)
@@ -104,7 +116,6 @@ def change_report_markdown(
     now = pd.DataFrame(
         {
             "job": changes["scenario"],
-            "tonight": changes["new_cluster"],
             "$/h": changes["new_hourly_cost"].map(_money),
             "TFLOP/s": changes["new_throughput_flops"].map(_tflops),
             "value": changes["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}"),
@@ -115,6 +126,7 @@ def change_report_markdown(
         }
     )
     lines.append(_md_table(now))
+    lines += ["Tonight's clusters:", _listed(list(now["job"]), list(changes["new_cluster"]))]
     running = changes[changes["decision"].notna()] if "decision" in changes else changes[:0]
     if not running.empty:
         lines.append("Running jobs (`deepvm adopt`): stay, or move to tonight's cluster:")
@@ -123,17 +135,24 @@ def change_report_markdown(
                 pd.DataFrame(
                     {
                         "job": running["scenario"],
-                        "runs on": running["running_cluster"],
                         "stay or move": running["decision"],
-                        "gain": running["gain"].map(lambda g: f"{g:.1%}"),
-                        "move takes": running["migration_h"].map(_hours_or_never),
+                        "gain": running["gain"].map(_share),
                         "move costs": running["migration_usd"].map(_money),
                         "pays after": running["break_even_h"].map(_hours_or_never),
-                        "why": running["decision_reason"],
                     }
                 )
             )
         )
+        why = [
+            f"runs {was}"
+            + (f"; the move takes {_hours_or_never(hours)}" if decision == "move" else "")
+            + f": {reason}"
+            for was, decision, hours, reason in zip(
+                running["running_cluster"], running["decision"], running["migration_h"],
+                running["decision_reason"], strict=True,
+            )
+        ]  # fmt: skip
+        lines.append(_listed(list(running["scenario"]), why))
     moved = changes[changes["changed"]]
     if not moved.empty:
         lines.append("What moved, and from where:")
@@ -141,17 +160,21 @@ def change_report_markdown(
             {
                 "job": moved["scenario"],
                 "night": moved["previous_date"].astype(str),
-                "was": moved["old_cluster"],
                 "$/h": moved["old_hourly_cost"].map(_money),
                 "TFLOP/s": moved["old_throughput_flops"].map(_tflops),
             }
         )
         lines.append(_md_table(before))
+        lines.append(_listed(list(moved["scenario"]), [f"was {w}" for w in moved["old_cluster"]]))
     held = changes[changes["binding"].notna()]
     if not held.empty:
         lines.append("Held back (value: the job's objective over what it would get alone):")
-        lines.append(_md_table(pd.DataFrame({"job": held["scenario"], "by": held["binding"]})))
+        lines.append(_listed(list(held["scenario"]), list(held["binding"])))
     return "\n\n".join(lines)
+
+
+def _share(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value):.1%}"  # type: ignore[arg-type]
 
 
 def _money(value: object) -> str:
@@ -173,38 +196,30 @@ def fleet_markdown(plan: FleetPlan) -> str:
         f"{team}; prices {plan.prices_snapshot}.",
     ]
     raw = plan.as_dict()["jobs"]
-    jobs = pd.DataFrame(
-        {
-            "job": [j["scenario"] for j in raw],
-            "priority": [f"{j['priority']:g}" for j in raw],
-            "value": [f"{j['value']:.3f}" for j in raw],
-            "region": [j["region"] or "" for j in raw],
-            "cluster": [
-                cluster_words(j, architecture=True) if j["planned"] else "unplanned" for j in raw
-            ],
-            "$/h": [_money(j["hourly_cost"]) for j in raw],
-            "work (PFLOP)": [
-                "" if j["work_flops"] is None else f"{j['work_flops'] / 1e15:,.6g}" for j in raw
-            ],
-            "makespan": [_hours(j["expected_makespan_h"]) for j in raw],
-            "total $": [_dollars(j["expected_total_cost"]) for j in raw],
-            "deadline": [deadline_words(j) or "" for j in raw],
-        }
-    )
-    lines.append(_md_table(jobs))
+    columns = {
+        "job": [j["scenario"] for j in raw],
+        "priority": [f"{j['priority']:g}" for j in raw],
+        "value": [f"{j['value']:.3f}" for j in raw],
+        "$/h": [_money(j["hourly_cost"]) for j in raw],
+        "alone $/h": [_money(j["solo_hourly_cost"]) for j in raw],
+    }
+    if any(j["expected_makespan_h"] is not None for j in raw):  # a job gave its work
+        columns["makespan"] = [_hours(j["expected_makespan_h"]) for j in raw]
+        columns["total $"] = [_dollars(j["expected_total_cost"]) for j in raw]
+    if any(j["deadline_h"] is not None for j in raw):
+        columns["deadline"] = [deadline_words(j) or "" for j in raw]
+    lines.append(_md_table(pd.DataFrame(columns)))
+    where = [
+        (f"{cluster_words(j, architecture=True, region=True)}" if j["planned"] else "unplanned")
+        + ("" if j["work_flops"] is None else f"; work {j['work_flops'] / 1e15:,.6g} PFLOP")
+        for j in raw
+    ]
+    lines += ["The clusters:", _listed(columns["job"], where)]
     short = [j for j in raw if j["binding"] or j["note"]]
-    if short:  # a second narrow table: the explanation can be long
+    if short:  # the explanation can be long: a list
         lines.append("Short of what they would get alone, or running (stay or move):")
         lines.append(
-            _md_table(
-                pd.DataFrame(
-                    {
-                        "job": [j["scenario"] for j in short],
-                        "alone $/h": [_money(j["solo_hourly_cost"]) for j in short],
-                        "held back by": [j["binding"] or j["note"] for j in short],
-                    }
-                )
-            )
+            _listed([j["scenario"] for j in short], [j["binding"] or j["note"] for j in short])
         )
     usage = [
         {

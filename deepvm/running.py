@@ -87,6 +87,7 @@ def adopt(
         "efficiency": efficiency,
         "work_done_flops": work_done_flops,
         "started_at": started,
+        "finished_at": None,
     }
     store.write(TABLE, pd.DataFrame([record]), partition=now.date().isoformat(), name=_writer(job))
     return adopted
@@ -107,12 +108,15 @@ def with_running(store: Store, jobs: Sequence[RegisteredJob]) -> list[Registered
 
 
 def running_jobs(store: Store) -> dict[str, Adopted]:
-    """Each job's newest adoption."""
+    """Each job's newest adoption, unless a later ``finish`` ended it."""
     if not store.has(TABLE):
         return {}
     rows = store.read(TABLE)
     out: dict[str, Adopted] = {}
     for r in rows.sort_values("adopted_at").to_dict("records"):
+        if r.get("finished_at") is not None and not pd.isna(r["finished_at"]):
+            out.pop(str(r["scenario"]), None)
+            continue
         cluster = Cluster.from_mapping(r)
         if cluster is None:
             continue
@@ -129,6 +133,33 @@ def running_jobs(store: Store) -> dict[str, Adopted]:
             None if started is None or pd.isna(started) else pd.Timestamp(started),
         )
     return out
+
+
+def started_time(text: str) -> dt.datetime:
+    """An ISO 8601 start time (``2026-12-01T08:00Z``), or an InputError."""
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"started {text!r} is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
+        ) from None
+
+
+def finish(store: Store, job: str) -> Adopted:
+    """Record that ``job`` no longer runs (the nightly stops weighing its moves);
+    the cluster it ran on. A job that does not run is an InputError, and nothing
+    is written."""
+    running = running_jobs(store)
+    if job not in running:
+        known = ", ".join(sorted(running)) or "none"
+        raise InputError(f"job {job!r} does not run (the running jobs: {known})")
+    now = pd.Timestamp(dt.datetime.now(dt.UTC))
+    from deepvm.schemas import table_schema
+
+    record: dict[str, Any] = dict.fromkeys(table_schema(TABLE).names)
+    record.update(scenario=job, adopted_at=now, source="finished", finished_at=now)
+    store.write(TABLE, pd.DataFrame([record]), partition=now.date().isoformat(), name=_writer(job))
+    return running[job]
 
 
 def _plan_row(

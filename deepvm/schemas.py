@@ -299,6 +299,8 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("efficiency", pa.float64()),
                 ("work_done_flops", pa.float64()),
                 ("started_at", _ts),
+                # `deepvm finish`: the job ended; a row with no cluster (null before it)
+                ("finished_at", _ts),
             ]
         ),
     ),
@@ -399,7 +401,8 @@ TABLE_DOCS = {
     "`break_even_h`, `decision_reason`); `run_kind` nightly or what-if (the fleet flow run "
     "on demand)",
     "running": "the cluster each registered job runs on (`deepvm adopt`): the plan it was "
-    "adopted from, its checkpoint interval and efficiency, and the work done so far",
+    "adopted from, its checkpoint interval and efficiency, and the work done so far; the "
+    "newest row per job holds, and one with `finished_at` (`deepvm finish`) says it ended",
 }
 
 

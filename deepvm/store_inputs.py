@@ -82,7 +82,7 @@ def catalog_from_store(
             f"for {snapshot_date}"
         )
     newest = candidates[-1]
-    snap = store.read("prices", partitions=[newest])
+    snap, _ = price_snapshot(store, newest)
     instances = store.read("instances")
     label = f"store:prices@{newest}"
     if "price_date" in snap and snap["price_date"].notna().any():
@@ -92,6 +92,15 @@ def catalog_from_store(
     return with_advisor(
         catalog_from_tables(instances, snap, label, region), advisor_feed(store, snapshot_date)
     )
+
+
+def price_snapshot(store: Store, date: str) -> tuple[pd.DataFrame, str]:
+    """The prices of ``date`` that are in use, and their writer: a date refreshed
+    from several sources (``prices refresh``, then the nightly) reads as its newest
+    refresh, whole, never a mix (deepvm.pipeline.refresh_prices)."""
+    writers = store.writers("prices", date)
+    newest = writers[-1] if writers else None
+    return store.read("prices", partitions=[date], writer=newest), newest or ""
 
 
 def advisor_feed(store: Store, snapshot_date: str | None = None) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from deepvm import pipeline
 from deepvm.config import (
@@ -39,10 +39,11 @@ from deepvm.workloads import WorkloadName, parse_work, training_work
 from flows.forms import (
     DEFAULT_WORKLOAD_CHOICE,
     EVERY_POLICY,
-    PETA,
+    ONE_TYPE,
     DateText,
     InstanceTypeName,
     MinGain,
+    NightlySource,
     PolicyName,
     PriceSource,
     RegionName,
@@ -53,6 +54,24 @@ from flows.forms import (
     WorkloadsPath,
     flow_name,
 )
+
+MAX_RANK = 100  # a night keeps a job's top few: a rank past this is a typo (2e18 -> 218)
+
+
+def _as_text(value: object) -> object:
+    """A number given to a text field, as its text (``2000.0`` -> ``"2000.0"``)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return value
+
+
+def _pflop(text: str) -> float:
+    """``work_pflop``: a bare number is PFLOP; with a unit, the unit's (read whole)."""
+    bare = text.strip()
+    try:
+        return parse_work(f"{float(bare)!r} PFLOP", "work_pflop")
+    except ValueError:
+        return parse_work(bare, "work_pflop")
 
 
 def _store(store: str | None) -> Store:
@@ -173,7 +192,9 @@ def refresh_prices(
     store: StoreUri = None,
     snapshot_date: DateText = None,
     regions: Annotated[
-        list[RegionName] | None, Field(min_length=1, description="regions to fetch (aws, azure)")
+        list[RegionName] | None,
+        Field(min_length=1, description="regions to fetch (aws, azure)"),
+        ONE_TYPE,
     ] = None,
     price_timeout_s: Annotated[
         float, Field(gt=0, le=3600, description="one deadline for the whole fetch, seconds")
@@ -244,6 +265,7 @@ def recommend(
             allow_inf_nan=False,
             description="checkpoint size, GB (default: the model's)",
         ),
+        ONE_TYPE,
     ] = None,
     objective: Annotated[
         Objective,
@@ -259,23 +281,35 @@ def recommend(
             max_length=40,
             description="training work, read as text: 2e18 (FLOPs), 2000 PFLOP or 2 EFLOP",
         ),
+        ONE_TYPE,
     ] = None,
     work_pflop: Annotated[
-        float | None,
+        str | None,
         Field(
-            gt=0,
-            le=MAX_WORK_FLOPS / PETA,
-            allow_inf_nan=False,
-            description="or: the work in PFLOP (1 PFLOP = 1e15 FLOP; prefer `work`)",
+            max_length=40,
+            description="or: the work in PFLOP, read as text (2000, or with a unit: 2 EFLOP); "
+            "prefer `work`",
         ),
+        BeforeValidator(_as_text),  # an API caller's number, read as the form's text
+        ONE_TYPE,
     ] = None,
     epochs: Annotated[
         float | None,
-        Field(gt=0, allow_inf_nan=False, description="or: epochs (with dataset_size)"),
+        Field(
+            gt=0,
+            allow_inf_nan=False,
+            description="or: epochs (with dataset_size)",
+        ),
+        ONE_TYPE,
     ] = None,
     dataset_size: Annotated[
         float | None,
-        Field(gt=0, allow_inf_nan=False, description="samples per epoch (with epochs)"),
+        Field(
+            gt=0,
+            allow_inf_nan=False,
+            description="samples per epoch (with epochs)",
+        ),
+        ONE_TYPE,
     ] = None,
     deadline_hours: Annotated[
         float | None,
@@ -285,9 +319,10 @@ def recommend(
             allow_inf_nan=False,
             description="objective cost: bound on the expected makespan, hours",
         ),
+        ONE_TYPE,
     ] = None,
     scenario: Annotated[
-        str | None, Field(max_length=120, description="job name in the store")
+        str | None, Field(max_length=120, description="job name in the store"), ONE_TYPE
     ] = None,
     store: StoreUri = None,
     total_work: Annotated[
@@ -298,6 +333,7 @@ def recommend(
             allow_inf_nan=False,
             description="training FLOPs, for API callers (in the form, use work)",
         ),
+        ONE_TYPE,
     ] = None,
 ) -> list[dict[str, object]]:
     """One job, planned on the store's newest prices (or the shipped snapshot).
@@ -329,7 +365,7 @@ def recommend(
     if work is not None:
         total_work = parse_work(work)
     elif work_pflop is not None:
-        total_work = work_pflop * PETA
+        total_work = _pflop(work_pflop)
     flops = training_work(
         str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
     )
@@ -369,6 +405,7 @@ def benchmark(
     instance_type: Annotated[
         InstanceTypeName | None,
         Field(description="record as this type (default: cloud metadata)"),
+        ONE_TYPE,
     ] = None,
     store: StoreUri = None,
 ) -> list[dict[str, object]]:
@@ -480,12 +517,13 @@ def fit_overhead(store: StoreUri = None) -> int | None:
 def nightly(
     store: StoreUri = None,
     scenarios_path: Annotated[
-        str | None, Field(description="registered jobs (TOML); default: the shipped file")
+        str | None, Field(description="registered jobs (TOML); default: the shipped file"), ONE_TYPE
     ] = None,
-    price_source: PriceSource = "snapshot",
+    price_source: NightlySource = None,
     price_regions: Annotated[
         list[RegionName] | None,
         Field(min_length=1, description="regions to fetch; every region is planned"),
+        ONE_TYPE,
     ] = None,
     snapshot_date: DateText = None,
     price_timeout_s: Annotated[
@@ -508,7 +546,9 @@ def nightly(
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         scenarios_path: registered jobs (TOML); default: the shipped file.
         price_source: snapshot, aws, gcp, azure, skypilot (give skypilot_csv), or a catalog
-            file path.
+            file path; a source that prices some clouds only keeps the others' newest rows
+            (default: the date's own refresh, if the refresh-prices flow made one, else
+            the shipped snapshot).
         price_regions: regions to fetch; every region is planned.
         snapshot_date: the night's date, YYYY-MM-DD (default: today, UTC).
         price_timeout_s: one deadline in seconds for the whole fetch, retries included.
@@ -526,7 +566,7 @@ def nightly(
     date = snapshot_date or pipeline.today()
     registry = load_workloads(workloads_path) if workloads_path else None
     jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
-    get_source(price_source, regions=price_regions, skypilot_csv=skypilot_csv)  # validates
+    get_source(price_source or "snapshot", regions=price_regions, skypilot_csv=skypilot_csv)
     report = pipeline.nightly(
         _store(store),
         jobs,
@@ -542,6 +582,7 @@ def nightly(
         run=_as_task,
     )
     prices, plans, changes = report.prices, report.plans, report.changes
+    logger.info("%s", prices.words())
     if prices.failed:
         logger.warning(
             "price source %s UNREACHABLE (%s); re-planned on %s's snapshot (stale)",
@@ -595,7 +636,7 @@ def nightly(
 @_refusals_fail_in_one_line
 def fleet(
     scenarios_path: Annotated[
-        str | None, Field(description="registered jobs (TOML); default: the shipped file")
+        str | None, Field(description="registered jobs (TOML); default: the shipped file"), ONE_TYPE
     ] = None,
     team_budget: TeamBudget = None,
     store: StoreUri = None,
@@ -646,14 +687,29 @@ def adopt(
     job: Annotated[str, Field(description="the registered job's name", min_length=1)],
     rank: Annotated[
         int | None,
-        Field(description="deepvm's recommendation of this rank, not the fleet's", ge=1),
+        Field(
+            description="deepvm's recommendation of this rank, not the fleet's",
+            ge=1,
+            le=MAX_RANK,
+        ),
+        ONE_TYPE,
     ] = None,
     work_done: Annotated[
         str | None,
         Field(description="training FLOPs done so far, e.g. 2e18 (text, read whole)"),
+        ONE_TYPE,
     ] = None,
     store: StoreUri = None,
     snapshot_date: DateText = None,
+    started: Annotated[
+        str | None,
+        Field(
+            max_length=40,
+            description="when it started, ISO 8601 (e.g. 2026-12-01T08:00Z): the work done "
+            "is estimated at the cluster's goodput since then",
+        ),
+        ONE_TYPE,
+    ] = None,
 ) -> dict[str, object]:
     """Record which cluster a registered job now runs on (the store's ``running``
     table), as ``deepvm adopt``: its cluster in the newest fleet plan, or deepvm's
@@ -665,16 +721,42 @@ def adopt(
         work_done: training FLOPs done so far, e.g. 2e18.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         snapshot_date: adopt the plan of this night or before, YYYY-MM-DD.
+        started: when it started (ISO 8601); the work done is estimated from it.
     """
     from deepvm.running import adopt as adopt_job
+    from deepvm.running import started_time
 
     done = parse_work(work_done) if work_done else None
-    adopted = adopt_job(_store(store), job, rank=rank, work_done_flops=done, date=snapshot_date)
+    when = started_time(started) if started else None
+    adopted = adopt_job(
+        _store(store), job, rank=rank, work_done_flops=done, date=snapshot_date, started_at=when
+    )
     words = adopted.cluster.words(architecture=True, region=True)
     get_run_logger().info("%s runs %s (the %s plan of %s)", job, words, adopted.source,
                           adopted.plan_date)  # fmt: skip
     return {"scenario": job, "plan_date": adopted.plan_date, "source": adopted.source,
             **adopted.cluster.as_dict(), "work_done_flops": adopted.work_done_flops}  # fmt: skip
+
+
+@flow(name="finish", log_prints=True)
+@_refusals_fail_in_one_line
+def finish(
+    job: Annotated[str, Field(description="the registered job's name", min_length=1)],
+    store: StoreUri = None,
+) -> dict[str, object]:
+    """Record that a running job has ended, as ``deepvm finish``: the nightly stops
+    weighing its moves.
+
+    Args:
+        job: the registered job's name.
+        store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
+    """
+    from deepvm.running import finish as finish_job
+
+    ended = finish_job(_store(store), job)
+    get_run_logger().info("%s no longer runs (it ran %s)", job,
+                          ended.cluster.words(architecture=True, region=True))  # fmt: skip
+    return {"scenario": job, "finished": True, **ended.cluster.as_dict()}
 
 
 if __name__ == "__main__":
@@ -688,5 +770,6 @@ if __name__ == "__main__":
         "fleet": fleet,
         "benchmark-fleet": benchmark_fleet,
         "adopt": adopt,
+        "finish": finish,
     }
     print(flows[name](store=os.environ.get("DEEPVM_STORE")))

@@ -4,7 +4,7 @@ run starts, and the names errors use for the library's parameters."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -13,9 +13,32 @@ from deepvm.planner.policies import POLICIES
 from deepvm.scenarios import scenario_key
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName
 
+
+class OneType:
+    """Annotated metadata: an optional number's JSON schema as one type,
+    ``{"type": ["number", "null"]}`` with its bounds, not ``anyOf`` a bounded number
+    or null. The UI's form then refuses a bad value by the bound it breaks ("-5 is
+    less than or equal to the minimum of 0"), not "-5 is not valid under any of the
+    given schemas"."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
+        schema = handler(core_schema)
+        options = schema.get("anyOf")
+        if isinstance(options, list) and len(options) == 2:
+            values = [o for o in options if o.get("type") != "null"]
+            if len(values) == 1 and isinstance(values[0].get("type"), str):
+                del schema["anyOf"]
+                schema.update(values[0])
+                schema["type"] = [values[0]["type"], "null"]
+        return schema
+
+
+ONE_TYPE = OneType()
+
 StoreUri = Annotated[
     str | None,
     Field(description="store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker"),
+    ONE_TYPE,
 ]
 # The choices the UI's form offers for policies.
 PolicyName = StrEnum("PolicyName", {str(p): str(p) for p in (ALL_POLICIES, *POLICIES)})  # type: ignore[misc]
@@ -25,6 +48,7 @@ DateText = Annotated[
         pattern=r"^\d{4}-\d{2}-\d{2}$",
         description="snapshot date, YYYY-MM-DD (default: today, UTC)",
     ),
+    ONE_TYPE,
 ]
 TeamBudget = Annotated[
     float | None,
@@ -34,6 +58,7 @@ TeamBudget = Annotated[
         allow_inf_nan=False,
         description="the most all jobs' clusters may cost together, USD/h (default: none)",
     ),
+    ONE_TYPE,
 ]
 MinGain = Annotated[
     float,
@@ -47,6 +72,7 @@ MinGain = Annotated[
 WorkloadsPath = Annotated[
     str | None,
     Field(description="your own workloads (CSV or TOML), which the jobs may name"),
+    ONE_TYPE,
 ]
 PriceSource = Annotated[
     str,
@@ -55,6 +81,15 @@ PriceSource = Annotated[
         "or (refresh-prices) spot-advisor: AWS's Spot Instance Advisor feed"
     ),
 ]
+NightlySource = Annotated[
+    str | None,
+    Field(
+        description="snapshot, aws, gcp, azure, skypilot (give skypilot_csv) or a catalog file "
+        "path; a source that prices some clouds only keeps the others' newest rows (default: "
+        "the date's own refresh, if refresh-prices made one, else the shipped snapshot)"
+    ),
+    ONE_TYPE,
+]
 SpotAdvisorUrl = Annotated[
     str | None,
     Field(
@@ -62,6 +97,7 @@ SpotAdvisorUrl = Annotated[
         "worker): refresh-prices with source spot-advisor reads it (default: the public "
         "URL); the nightly fetches it before planning when given"
     ),
+    ONE_TYPE,
 ]
 SkyPilotCsv = Annotated[
     str | None,
@@ -69,6 +105,7 @@ SkyPilotCsv = Annotated[
         description="price_source skypilot: the SkyPilot catalog CSV (vms.csv), a path on "
         "the worker or an http(s) URL"
     ),
+    ONE_TYPE,
 ]
 # A region as the clouds spell them (us-east-1, eastus, us-central1): checked in the
 # form, so an empty or mistyped entry fails before the run starts.

@@ -103,3 +103,176 @@ def test_equal_clusters_in_several_regions_are_broken_one_documented_way(tmp_pat
     assert plans[0] == plans[1] == plans[2]
     # jobs in name order take the first region of the tie-break order that has room
     assert [plans[0][f"{n}-bert"][0] for n in "abc"] == ["eastus2", "northcentralus", "westus3"]
+
+
+AWS_CATALOG = SHIPPED.parent / "catalog-aws.csv"
+
+
+def test_a_source_of_one_cloud_keeps_the_other_clouds_in_the_night(tmp_path, capsys):
+    """Regression: `nightly --source FILE` with one cloud's prices dropped the other
+    two clouds from the night (BERT moved from Azure at $0.12/h to AWS)."""
+    uri = str(tmp_path / "store")
+    assert main(["nightly", "--store", uri, "--date", "2026-12-01", "-q"]) == 0
+    before = {j: c for j, c in _fleet_clouds(uri, "2026-12-01").items()}
+    argv = ["nightly", "--store", uri, "--date", "2026-12-02", "--source", str(AWS_CATALOG)]
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    night = json.loads(capsys.readouterr().out)
+    prices = Store.open(uri).read("prices", partitions=["2026-12-02"])
+    assert set(prices["provider"]) == {"aws", "gcp", "azure"}
+    assert _fleet_clouds(uri, "2026-12-02") == before  # nothing moved for a missing cloud
+    assert before["bert-paper-10usd"] == "azure"
+    assert night["prices"]["carried"].startswith("azure, gcp kept from the 2026-12-01 snapshot")
+
+
+def _fleet_clouds(uri: str, date: str) -> dict[str, str]:
+    rows = Store.open(uri).read("fleet", partitions=[date])
+    return dict(zip(rows["scenario"], rows["cloud"], strict=True))
+
+
+def test_the_nightly_plans_on_the_dates_refreshed_snapshot(tmp_path, capsys):
+    """Regression: `prices refresh --source FILE` then `nightly` wrote a second
+    snapshot of the date and planned on the shipped one; `prices show` did not say
+    which snapshot plans read."""
+    uri = str(tmp_path / "store")
+    lines = AWS_CATALOG.read_text().splitlines()
+    # the refreshed prices differ from the shipped ones: p4d.24xlarge costs 3x on demand
+    (tmp_path / "dear.csv").write_text(
+        "\n".join(_priced(line, 3.0) if ",p4d.24xlarge," in line else line for line in lines)
+    )
+    refresh = ["prices", "refresh", "--store", uri, "--source", str(tmp_path / "dear.csv")]
+    assert main([*refresh, "--date", "2026-12-01", "-q"]) == 0
+    assert main(["nightly", "--store", uri, "--date", "2026-12-01", "-q"]) == 0
+    opened = Store.open(uri)
+    from deepvm.store_inputs import catalog_from_store
+
+    planned = catalog_from_store(opened, "2026-12-01").instances.set_index(
+        ["region", "instance_type"]
+    )  # what the night's plans read
+    got = planned.loc[("us-east-1", "p4d.24xlarge"), "ondemand_price"]
+    assert got == pytest.approx(3 * _ondemand("p4d.24xlarge", "us-east-1"))
+    assert opened.writers("prices", "2026-12-01") == ["file:dear.csv"]  # one snapshot
+    capsys.readouterr()
+    assert main(["prices", "show", "--store", uri, "--match", "p4d"]) == 0
+    assert capsys.readouterr().out.startswith("snapshot 2026-12-01 from file:dear.csv (in use")
+    # an explicit source refreshes again: the newest refresh is the one in use
+    assert main(["nightly", "--store", uri, "--date", "2026-12-01", "--source", "snapshot"]) == 0
+    assert Store.open(uri).writers("prices", "2026-12-01") == ["file:dear.csv", "snapshot"]
+    capsys.readouterr()
+    assert main(["prices", "show", "--store", uri, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["in_use"] == "snapshot" and shown["replaced"] == ["file:dear.csv"]
+
+
+def _priced(line: str, factor: float) -> str:
+    import csv
+    import io
+
+    header = next(x for x in AWS_CATALOG.read_text().splitlines() if x.startswith("provider"))
+    row = next(csv.DictReader(io.StringIO(header + "\n" + line)))
+    row["ondemand_price"] = str(float(row["ondemand_price"]) * factor)
+    out = io.StringIO()
+    csv.DictWriter(out, fieldnames=list(row), lineterminator="").writerow(row)
+    return out.getvalue()
+
+
+def _ondemand(itype: str, region: str) -> float:
+    from deepvm.catalog import load_catalog
+
+    rows = load_catalog().instances
+    return float(rows[(rows["instance_type"] == itype) & (rows["region"] == region)][
+        "ondemand_price"
+    ].iloc[0])  # fmt: skip
+
+
+def test_a_catalog_written_as_csv_plans_as_the_one_it_came_from(tmp_path, capsys):
+    """Regression: `catalog --format csv` left out the quota key columns, so a
+    catalog exported and fed back planned Azure spot with no quota at all."""
+    assert main(["catalog", "--format", "csv"]) == 0
+    (tmp_path / "catalog.csv").write_text(capsys.readouterr().out)
+    assert main(["fleet", "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert main(["fleet", "--json", "--catalog", str(tmp_path / "catalog.csv")]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["usage"] == want["usage"]
+    assert [j["worker_type"] for j in got["jobs"]] == [j["worker_type"] for j in want["jobs"]]
+    assert got["objective_value"] == pytest.approx(want["objective_value"], rel=1e-9)
+
+
+def test_workloads_show_the_flops_per_sample_total_work_needs(capsys):
+    assert main(["workloads", "--json"]) == 0
+    rows = {w["name"]: w for w in json.loads(capsys.readouterr().out)["workloads"]}
+    assert rows["resnet50"]["train_flops_per_sample"] == pytest.approx(2.43e10, rel=0.01)
+    assert main(["workloads"]) == 0
+    table = capsys.readouterr().out
+    assert "train FLOPs/sample" in table.splitlines()[0] and "2.43e+10" in table
+
+
+def test_finish_ends_a_running_job_and_the_nightly_stops_weighing_it(store, capsys):
+    assert main(["adopt", "gpt2-6usd", "--store", store, "-q"]) == 0
+    assert main(["finish", "gpt2-6usd", "--store", store]) == 0
+    assert "gpt2-6usd no longer runs (it ran tiering:" in capsys.readouterr().out
+    assert main(["nightly", "--store", store, "--date", "2026-12-02", "-q"]) == 0
+    report = change_report(Store.open(store), "2026-12-02").set_index("scenario")
+    assert report["decision"].isna().all()  # no job runs: nothing to stay or move
+    assert main(["finish", "gpt2-6usd", "--store", store]) == 2
+    assert "job 'gpt2-6usd' does not run (the running jobs: none)" in capsys.readouterr().err
+
+
+def test_the_nightly_takes_the_planning_options_the_fleet_takes(store, capsys):
+    argv = ["nightly", "--store", store, "--date", "2026-12-02", "--cloud", "azure", "--json"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    night = json.loads(capsys.readouterr().out)
+    clouds = {j["cloud"] for j in night["fleet"]["jobs"] if j["planned"]}
+    assert clouds == {"azure"}
+    assert main(["nightly", "--store", store, "--date", "2026-12-03", "--cloud", "ibm"]) == 2
+    assert "ibm" in capsys.readouterr().err
+
+
+# What Prefect's content column shows at 1440 px without scrolling, in characters.
+TABLE_WIDTH = 110
+
+
+def table_width(markdown: str) -> int:
+    """A Markdown table's width as rendered: its columns' widest cells and their
+    separators (3 characters a column)."""
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in markdown.splitlines()
+        if line.startswith("|") and not line.startswith("|---")
+    ]
+    columns = max(len(r) for r in rows)
+    return sum(max(len(r[i]) for r in rows if i < len(r)) for i in range(columns)) + 3 * columns
+
+
+def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, capsys):
+    """Regression: artifact tables were wider than Prefect's content column at
+    1440 px and hid their key columns; each table now keeps to TABLE_WIDTH, with
+    the long text (clusters in words, reasons) listed below it."""
+    from deepvm.planner.api import Inputs
+    from deepvm.planner.fleet_plan import plan_fleet
+    from deepvm.report import fleet_markdown, recommendations_markdown
+    from deepvm.scenarios import load_scenarios
+
+    assert main(["adopt", "gpt2-6usd", "--store", store, "--rank", "3", "-q"]) == 0
+    assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "2", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["nightly", "--store", store, "--date", "2026-12-02"]) == 0
+    night = capsys.readouterr().out
+    recs = Store.open(store).read("recommendations", partitions=["2026-12-02"])
+    deadline = recs[recs["scenario"] == "resnet50-90-epochs-by-deadline"]
+    documents = {
+        "change report": night,
+        "fleet": fleet_markdown(plan_fleet(load_scenarios(), Inputs.load())),
+        "recommendations": recommendations_markdown("r", deadline),
+    }
+    for name, text in documents.items():
+        tables = [t for t in text.split("\n\n") if t.startswith("|")]
+        assert tables, name
+        for table in tables:
+            assert table_width(table) <= TABLE_WIDTH, (name, table)
+    # the key columns are there: the move's decision and cost, the deadline
+    assert "| job | stay or move | gain | move costs | pays after |" in night
+    assert "deadline" in documents["fleet"] and "makespan" in documents["recommendations"]
+    assert "- **resnet50-3usd**: runs tiering: 14 x g4dn.xlarge" in night

@@ -50,7 +50,10 @@ def jobs(tmp_path: Path) -> Path:
 
 
 def nightly_argv(store: Path, jobs: Path, date: str, *extra: str) -> list[str]:
-    return ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", date, *extra]
+    # --source: every run refreshes the date's prices too (by default a re-run keeps
+    # them), so a run of the date rewrites every table of the night
+    argv = ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", date]
+    return [*argv, "--source", "snapshot", *extra]
 
 
 def deepvm_process(argv: list[str], prelude: str = "") -> subprocess.Popen:

@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parsers(sub)
     fleet.add_parsers(sub)
     fleet.add_adopt_parser(sub)
+    fleet.add_finish_parser(sub)
     launch.add_parsers(sub)
     data.add_parsers(sub)
     measure.add_parsers(sub)
@@ -88,6 +89,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": plan.cmd_compare,
     "fleet": fleet.cmd_fleet,
     "adopt": fleet.cmd_adopt,
+    "finish": fleet.cmd_finish,
     "launch": launch.cmd_launch,
     "catalog": data.cmd_catalog,
     "flopp": data.cmd_flopp,

@@ -172,16 +172,27 @@ def join_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
-def add_inputs(p: argparse.ArgumentParser) -> None:
+# The input options that shape a plan but not its prices (the nightly's own).
+PLANNING_OPTIONS = (
+    "throughput", "overhead", "quotas", "cloud", "region", "saturation", "interruptions",
+    "spot_price",
+)  # fmt: skip
+
+
+def add_inputs(p: argparse.ArgumentParser, *, prices: bool = True) -> None:
+    """The planner's input options; ``prices`` False: no --catalog and no
+    --workloads (the nightly takes its prices from its source, and has its own
+    --workloads)."""
     g = p.add_argument_group("inputs (CSV or Parquet; default: the shipped data)")
-    g.add_argument(
-        "--catalog",
-        metavar="FILE",
-        type=path_text,
-        help="instance types and prices "
-        "(provider, region, instance_type, quota_group, vcpus, memory_gib, "
-        "network_gbps, accelerator_name, accelerator_count, ondemand_price, spot_price)",
-    )
+    if prices:
+        g.add_argument(
+            "--catalog",
+            metavar="FILE",
+            type=path_text,
+            help="instance types and prices "
+            "(provider, region, instance_type, quota_group, vcpus, memory_gib, "
+            "network_gbps, accelerator_name, accelerator_count, ondemand_price, spot_price)",
+        )
     g.add_argument(
         "--throughput",
         metavar="FILE",
@@ -218,14 +229,15 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
         help="network saturation points "
         "(bandwidth_gbps, workers) replacing the shipped N_sat table",
     )
-    g.add_argument(
-        "--workloads",
-        metavar="FILE",
-        type=path_text,
-        help="your own workloads (CSV or TOML: name, train_flops_per_sample, parameters, "
-        "accelerator_memory_gib per GPU; optional checkpoint_gb, samples_per_epoch), "
-        "usable by --workload and the scenarios file",
-    )
+    if prices:
+        g.add_argument(
+            "--workloads",
+            metavar="FILE",
+            type=path_text,
+            help="your own workloads (CSV or TOML: name, train_flops_per_sample, parameters, "
+            "accelerator_memory_gib per GPU; optional checkpoint_gb, samples_per_epoch), "
+            "usable by --workload and the scenarios file",
+        )
     g.add_argument(
         "--interruptions",
         metavar="FILE",

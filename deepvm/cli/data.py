@@ -102,7 +102,7 @@ def add_prices_parser(sub: Any) -> None:
 
 def cmd_catalog(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
-    from deepvm.catalog.common import spot_outliers, spot_saving_pct
+    from deepvm.catalog.common import QUOTA_KEY_COLUMNS, spot_outliers, spot_saving_pct
 
     catalog = load_catalog(args.catalog, region=args.region)
     df = catalog.instances.assign(
@@ -138,7 +138,10 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         "interruption_date",
     ]
     df = df.sort_values(["accelerator_count", "ondemand_price", "region"])
-    keys = ["provider", *columns[:8], "accelerator_memory_gib", *columns[8:]]
+    # Every column --catalog reads (the quota keys of GCP and Azure among them), so
+    # a catalog written as CSV plans as the one it came from.
+    keys = ["provider", *columns[:3], *QUOTA_KEY_COLUMNS, *columns[3:8]]
+    keys += ["accelerator_memory_gib", *columns[8:], "interruption_rate"]
     records = json.loads(df[keys].to_json(orient="records", date_format="iso"))
     fmt = output_format(args)
     if fmt == "json":
@@ -240,6 +243,9 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         {
             "name": w.name,
             "parameters": w.parameters,
+            # what `total_work` needs: work = epochs x samples x this
+            "train_flops_per_sample": w.train_flops_per_sample,
+            "samples_per_epoch": w.samples_per_epoch,
             "checkpoint_gb": w.checkpoint_gb,
             "accelerator_memory_gib": w.accelerator_memory_gib,
             "description": w.description,
@@ -253,6 +259,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         {
             **r,
             "params": f"{r['parameters'] / 1e6:.1f}M",
+            "per_sample": f"{r['train_flops_per_sample']:.3g}",
             "checkpoint": f"{r['checkpoint_gb']:.3f}",
             "memory": f"{r['accelerator_memory_gib']:g}",
         }
@@ -264,6 +271,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         [
             ("name", "name"),
             ("params", "parameters"),
+            ("per_sample", "train FLOPs/sample"),
             ("checkpoint", "checkpoint GB"),
             ("memory", "GPU GiB needed"),
             ("description", "description"),
@@ -333,6 +341,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
             "snapshot_date": r.snapshot_date,
             "source": r.source,
             "rows": r.rows,
+            "carried": r.carried,
             "dropped": r.dropped,
             "stale": r.stale,
             "failed": r.failed,
@@ -354,12 +363,17 @@ def cmd_prices(args: argparse.Namespace) -> int:
                 f"{r.rows} prices from {r.source} into {uri} ({r.snapshot_date}); "
                 f"{r.dropped} rows without a usable price dropped"
             )
+            if r.carried:
+                print(r.carried)
         return 1 if r.failed else 0
+    from deepvm.store_inputs import price_snapshot
+
     store = Store.open(uri)
     dates = store.partitions("prices")
     if not dates:
         raise DeepvmError(f"store {uri!r} has no prices: run `deepvm prices refresh`")
-    newest = store.read("prices", partitions=dates[-1:])  # that snapshot only
+    newest, in_use = price_snapshot(store, dates[-1])  # the snapshot planned on, only
+    others = [w for w in store.writers("prices", dates[-1]) if w != in_use]
     if args.match:
         newest = newest[newest["instance_type"].str.contains(args.match, regex=False)]
     newest = newest.sort_values(["instance_type", "market", "usd_per_hour"])
@@ -377,7 +391,11 @@ def cmd_prices(args: argparse.Namespace) -> int:
     ]
     records = json.loads(newest[columns].to_json(orient="records", date_format="iso"))
     if output_format(args) == "json":
-        print_json({"prices": records})
-    else:
-        print_listing(args, records, [(c, c) for c in columns if c != "provider"], columns)
+        print_json({"snapshot_date": dates[-1], "in_use": in_use, "replaced": others,
+                    "prices": records})  # fmt: skip
+        return 0
+    if output_format(args) == "table":
+        replaced = f"; it replaced {', '.join(others)} of that date" if others else ""
+        print(f"snapshot {dates[-1]} from {in_use} (in use: what plans read){replaced}")
+    print_listing(args, records, [(c, c) for c in columns if c != "provider"], columns)
     return 0

@@ -1,5 +1,5 @@
 """The fleet command: one plan for every registered job (deepvm.planner.fleet_plan);
-the adopt command: what a registered job runs on now (deepvm.running)."""
+the adopt and finish commands: what a registered job runs on now (deepvm.running)."""
 
 from __future__ import annotations
 
@@ -316,6 +316,33 @@ def add_adopt_parser(sub: Any) -> None:
     add_format(ad_)
 
 
+def add_finish_parser(sub: Any) -> None:
+    fi_ = sub.add_parser(
+        "finish",
+        help="record that a running job has ended",
+        description="Mark JOB as no longer running (the store's running table): the "
+        "nightly stops weighing its moves and plans it as a job to start. Tear its cluster "
+        "down yourself (deepvm launch --down NAME).",
+    )
+    fi_.add_argument("job", help="the registered job's name")
+    fi_.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
+    add_format(fi_)
+
+
+def cmd_finish(args: argparse.Namespace) -> int:
+    from deepvm.running import finish
+
+    store = writable_store(store_location(args, required=True))
+    ended = finish(store, args.job)
+    row = {"scenario": args.job, "finished": True, **ended.cluster.as_dict()}
+    if output_format(args) == "json":
+        sys.stdout.write(json_text(row))
+        return 0
+    words = cluster_words(row, architecture=True, region=True)
+    print(f"{args.job} no longer runs (it ran {words})")
+    return 0
+
+
 def cmd_adopt(args: argparse.Namespace) -> int:
     from deepvm.running import adopt
 
@@ -347,11 +374,11 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 
 def _when(text: str) -> Any:
-    import datetime as dt
+    from deepvm.running import started_time
 
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return started_time(text)
+    except DeepvmError:
         raise DeepvmError(
             f"--started {text!r} is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
         ) from None

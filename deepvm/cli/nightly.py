@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deepvm.cli.common import (
+    PLANNING_OPTIONS,
     TEAM_BUDGET,
+    add_inputs,
     add_min_gain,
     add_timeout,
     check_outputs,
@@ -24,6 +26,9 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.config import SPOT_ADVISOR_URL
+
+if TYPE_CHECKING:
+    from deepvm.planner.api import InputFiles
 
 
 def add_parsers(sub: Any) -> None:
@@ -46,8 +51,10 @@ def add_parsers(sub: Any) -> None:
     )
     nt.add_argument(
         "--source",
-        default="snapshot",
-        help="price source: snapshot (default), aws, azure, skypilot, or a file",
+        default=None,
+        help="price source: snapshot, aws, gcp, azure, skypilot, or a catalog file; a source "
+        "that prices some clouds only keeps the others' newest rows (default: the date's "
+        "own refresh, `deepvm prices refresh`, if it has one, else the shipped snapshot)",
     )
     nt.add_argument(
         "--regions",
@@ -92,6 +99,8 @@ def add_parsers(sub: Any) -> None:
     add_min_gain(nt)
     add_timeout(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
+    # the planning options `fleet` takes (the prices come from --source)
+    add_inputs(nt, prices=False)
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
@@ -117,6 +126,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         compact=not args.no_compact,
         spot_advisor_url=args.spot_advisor_url,
         min_gain=args.min_gain,
+        planning=cast("InputFiles", {k: getattr(args, k) for k in PLANNING_OPTIONS}),
     )
     failed = [p for p in report.plans if p.error]
     if args.json:
@@ -131,6 +141,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                     "rows": report.prices.rows,
                     "attempts": report.prices.attempts,
                     "error": report.prices.error,
+                    "carried": report.prices.carried,
+                    "kept": report.prices.kept,
                 },
                 "spot_advisor": None
                 if report.advisor is None

@@ -261,6 +261,15 @@ class Store:
             }
         return sorted(dates)
 
+    def writers(self, table: str, date: str) -> list[str]:
+        """The writers of ``table``'s ``date``, oldest commit first, those of an open
+        transaction last (the last is the newest: a date refreshed twice reads as
+        its last)."""
+        won = self._winners(table)
+        done = [w for w in won.loc[won["date"] == date, WRITER] if isinstance(w, str)]
+        staged = [k[2] for k in self._staged(table, {date})]
+        return [w for w in done if w not in staged] + staged
+
     def has(self, table: str) -> bool:
         """Whether anything was committed to ``table`` (without reading it)."""
         done = self._commits()
@@ -351,12 +360,16 @@ class Store:
                 )
         return data.filter(mask).select(schema.names).cast(schema)
 
-    def read(self, table: str, partitions: Collection[str] | None = None) -> pd.DataFrame:
-        """All rows of a table (or of the given dates only) as one DataFrame, the
-        date column as ISO strings; the table's own columns only. Empty, with the
-        schema's columns, when nothing was committed."""
+    def read(
+        self, table: str, partitions: Collection[str] | None = None, *, writer: str | None = None
+    ) -> pd.DataFrame:
+        """All rows of a table (or of the given dates only; of one ``writer`` only) as
+        one DataFrame, the date column as ISO strings; the table's own columns only.
+        Empty, with the schema's columns, when nothing was committed."""
         column, schema = TABLES[table]
         rows = self.rows(table, partitions)
+        if writer is not None:
+            rows = rows.filter(pc.equal(rows.column(WRITER), writer))
         names = [*schema.names, *([column] if column else [])]
         rows = rows.select(names)
         if column is not None:

@@ -471,3 +471,49 @@ def test_the_adopt_flow_records_what_runs_and_refuses_in_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"^job 'nope' has no plan on 2026-12-01"):
         f.adopt(job="nope", store=store)
     assert len(whole(store, "running").df()) == 1  # nothing written
+
+
+EVERY_FLOW = ("nightly", "refresh_prices", "recommend", "benchmark", "benchmark_fleet", "fleet",
+              "adopt", "finish", "fit_overhead")  # fmt: skip
+
+
+def test_a_bad_optional_value_is_refused_by_the_rule_it_breaks():
+    """Regression (issue 35): an optional field's schema was `anyOf` a bounded value
+    or null, so the form refused -5 with "-5 is not valid under any of the given
+    schemas"; each is now one type with its bounds."""
+    from jsonschema import Draft202012Validator
+    from prefect.utilities.callables import parameter_schema
+
+    for name in EVERY_FLOW:
+        props = parameter_schema(getattr(f, name)).model_dump_for_openapi()["properties"]
+        assert not [k for k, v in props.items() if "anyOf" in v], name
+    schema = parameter_schema(f.recommend).model_dump_for_openapi()
+    said = [e.message for e in Draft202012Validator(schema).iter_errors({"deadline_hours": -5})]
+    assert said == ["-5 is less than or equal to the minimum of 0"]
+
+
+@pytest.mark.parametrize(
+    ("flow", "field", "typed"),
+    [("adopt", "rank", 218), ("recommend", "top", 218), ("recommend", "work_pflop", "2e18")],
+)
+def test_what_a_number_field_makes_of_2e18_is_refused(tmp_path, flow, field, typed):
+    """Regression (issue 35): typed into a number field, 2e18 became 218 and ran.
+    rank and top are bounded below 218; work_pflop is text, read whole (2e18 PFLOP is
+    more work than any)."""
+    from prefect.exceptions import ParameterTypeError
+
+    base = {"job": "j"} if flow == "adopt" else {"budget": 3.0, "objective": "cost"}
+    with pytest.raises((ParameterTypeError, ValueError), match=field):
+        getattr(f, flow)(store=str(tmp_path / "s"), **base, **{field: typed})
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_adopt_form_takes_a_start_and_finish_ends_the_job(tmp_path):
+    store = str(tmp_path)
+    f.nightly(store=store, snapshot_date="2026-12-01")
+    out = f.adopt(job="gpt2-6usd", started="2026-12-01T00:00Z", store=store)
+    assert out["work_done_flops"] > 0  # estimated from the start
+    ended = f.finish(job="gpt2-6usd", store=store)
+    assert ended["finished"] is True and ended["worker_type"] == out["worker_type"]
+    with pytest.raises(ValueError, match="does not run"):
+        f.finish(job="gpt2-6usd", store=store)
