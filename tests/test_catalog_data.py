@@ -212,3 +212,21 @@ def test_nightly_plans_a_registered_job_of_a_users_workload(tmp_path, capsys):
     assert job["planned"] and memory[job["worker_type"]] >= 30
     assert main(argv) == 2  # without the file the job's workload is unknown
     assert "unknown workload 'big-lm'" in capsys.readouterr().err
+
+
+def test_the_catalog_check_compares_numbers_not_text():
+    """Regression (issue 35): `build_catalog.py --check` compared text, so a fit whose
+    last digits another numeric library rounds differently, or the deepvm kind's c
+    (which cancels in its speedup: any c gives the same curve), failed the check."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_catalog
+
+    text = (ROOT / "datasets" / "overhead-default.csv").read_text()
+    row = next(x for x in text.splitlines() if ",deepvm," in x)
+    a, b, c = row.split(",")[3:6]
+    other_c = text.replace(row, row.replace(f",{a},{b},{c},", f",{a},{b},{float(c) * 3e5:g},"))
+    assert other_c != text and build_catalog.same_numbers(text, other_c)
+    digits = text.replace(row, row.replace(f",{a},", f",{float(a) * (1 + 1e-9)!r},"))
+    assert digits != text and build_catalog.same_numbers(text, digits)
+    other_a = text.replace(row, row.replace(f",{a},", f",{float(a) * 1.5:g},"))
+    assert not build_catalog.same_numbers(text, other_a)  # another curve is another file

