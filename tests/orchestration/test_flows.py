@@ -300,9 +300,11 @@ def test_nightly_from_the_form_with_the_skypilot_source(tmp_path):
     )
     assert out["stale_prices"] is False and out["price_error"] is None
     prices = whole(store, "prices").df()
-    assert set(prices["source"].str.split(":").str[0]) == {"skypilot"}
+    aws = prices[prices["provider"] == "aws"]  # the SkyPilot file's cloud; the others kept
+    assert set(aws["source"].str.split(":").str[0]) == {"skypilot"}
+    assert set(prices["provider"]) == {"aws", "gcp", "azure"}
     listed = {line.split(",")[0] for line in SKYPILOT_VMS.read_text().splitlines()[1:]}
-    assert set(prices["instance_type"]) <= listed
+    assert set(aws["instance_type"]) <= listed
     refreshed = f.refresh_prices(
         store=store, snapshot_date="2026-12-02", source="skypilot", skypilot_csv=str(SKYPILOT_VMS)
     )
