@@ -276,3 +276,30 @@ def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, caps
     assert "| job | stay or move | gain | move costs | pays after |" in night
     assert "deadline" in documents["fleet"] and "makespan" in documents["recommendations"]
     assert "- **resnet50-3usd**: runs tiering: 14 x g4dn.xlarge" in night
+
+
+def every_command() -> list[list[str]]:
+    """Every command and subcommand of the parser, as argv prefixes."""
+    import argparse
+
+    from deepvm.cli import build_parser
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        found = [prefix] if prefix else []
+        for action in parser._actions:  # argparse keeps subcommands only here
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += walk(sub, [*prefix, name])
+        return found
+
+    return walk(build_parser(), [])
+
+
+def test_every_help_page_runs(capsys):
+    """Regression: `deepvm checkpoint serve --help` ended in a traceback (a bare %
+    in its help text, which argparse formats)."""
+    commands = every_command()
+    assert ["checkpoint", "serve"] in commands and ["launch"] in commands
+    for argv in commands:
+        assert main([*argv, "--help"]) == 0, argv
+        assert capsys.readouterr().out.startswith(f"usage: deepvm {' '.join(argv)}")
