@@ -626,6 +626,12 @@ def nightly(
         "planned": [p.scenario for p in plans if p.error is None],
         "failed": {p.scenario: p.error for p in plans if p.error},
         "changed": changes[changes["changed"]]["scenario"].tolist(),
+        # each running job's one decision tonight (stay, move or stop)
+        "decisions": {
+            str(r["scenario"]): str(r["decision"])
+            for r in changes.to_dict("records")
+            if isinstance(r.get("decision"), str)
+        },
         "fleet_status": fleet_plan.status,
         "unplanned": [j.scenario for j in fleet_plan.jobs if not j.planned],
         "compacted": compacted,

@@ -519,3 +519,32 @@ def test_the_adopt_form_takes_a_start_and_finish_ends_the_job(tmp_path):
     assert ended["finished"] is True and ended["worker_type"] == out["worker_type"]
     with pytest.raises(ValueError, match="does not run"):
         f.finish(job="gpt2-6usd", store=store)
+
+
+def test_the_nightly_loop_end_to_end(tmp_path):
+    """Issue 35's loop: the team's jobs, two nights, a UI-style what-if fleet run
+    between them, an adopted job going over its budget: the report says it moves
+    everywhere (plan, JSON, change report, artifact), the what-if leaves the night
+    as it was, and a night on unchanged prices moves nothing."""
+    from deepvm.store import Store
+
+    store = str(tmp_path / "store")
+    f.nightly(store=store, snapshot_date="2026-12-01")
+    adopted = f.adopt(job="gpt2-6usd", store=store)
+    f.fleet(store=store, team_budget=1.0, snapshot_date="2026-12-01")  # a what-if from the UI
+    shipped = (Path(__file__).parents[2] / "datasets" / "scenarios.toml").read_text()
+    jobs = tmp_path / "jobs.toml"  # the running cluster is over gpt2's budget now
+    over = f"budget = {round(adopted['hourly_cost'] * 0.8, 2)}"
+    jobs.write_text(shipped.replace('"gpt2"\nbudget = 6.0', f'"gpt2"\n{over}'))
+    assert over in jobs.read_text()
+    out = f.nightly(store=store, snapshot_date="2026-12-02", scenarios_path=str(jobs))
+    rows = Store.open(store).read("fleet", partitions=["2026-12-02"]).set_index("scenario")
+    assert rows.loc["gpt2-6usd", "decision"] == "move"
+    assert "over its" in rows.loc["gpt2-6usd", "decision_reason"]
+    assert out["decisions"] == {"gpt2-6usd": "move"}
+    text = _artifact_text("deepvm-nightly-changes")
+    assert "| gpt2-6usd | move |" in text and "| gpt2-6usd | stay |" not in text
+    # a third night on unchanged prices and jobs: nothing moves, and the running job
+    # (still on its old cluster) is told the same
+    again = f.nightly(store=store, snapshot_date="2026-12-03", scenarios_path=str(jobs))
+    assert again["changed"] == [] and again["decisions"] == {"gpt2-6usd": "move"}
