@@ -17,7 +17,7 @@ from deepvm.planner.fleet_types import deadline_words
 from deepvm.quotas import UNIT_WORDS
 
 if TYPE_CHECKING:
-    from deepvm.pipeline import PriceRefresh
+    from deepvm.prices import PriceRefresh
     from deepvm.planner.fleet_types import FleetPlan
 
 

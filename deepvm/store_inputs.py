@@ -97,7 +97,7 @@ def catalog_from_store(
 def price_snapshot(store: Store, date: str) -> tuple[pd.DataFrame, str]:
     """The prices of ``date`` that are in use, and their writer: a date refreshed
     from several sources (``prices refresh``, then the nightly) reads as its newest
-    refresh, whole, never a mix (deepvm.pipeline.refresh_prices)."""
+    refresh, whole, never a mix (deepvm.prices.refresh_prices)."""
     writers = store.writers("prices", date)
     newest = writers[-1] if writers else None
     return store.read("prices", partitions=[date], writer=newest), newest or ""

@@ -282,7 +282,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _refresh_spot_advisor(args: argparse.Namespace, uri: str) -> int:
-    from deepvm.pipeline import refresh_spot_advisor
+    from deepvm.prices import refresh_spot_advisor
 
     store = writable_store(uri)
     url = args.spot_advisor_url or ADVISOR_URL
@@ -323,7 +323,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
         return _refresh_spot_advisor(args, uri)
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
-        from deepvm.pipeline import refresh_prices
+        from deepvm.prices import refresh_prices
 
         store = writable_store(uri)
         regions = regions_list(args.regions)

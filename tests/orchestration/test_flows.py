@@ -36,7 +36,7 @@ class FlakySource:
 def flaky(monkeypatch):
     FlakySource.calls, FlakySource.failures = 0, 99
     monkeypatch.setitem(sources.EXTRA_SOURCES, "flaky", FlakySource)
-    monkeypatch.setattr("deepvm.pipeline.DEFAULT_BACKOFF_S", 0.01)
+    monkeypatch.setattr("deepvm.prices.DEFAULT_BACKOFF_S", 0.01)
     return FlakySource
 
 
