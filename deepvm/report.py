@@ -17,8 +17,8 @@ from deepvm.planner.fleet_types import deadline_words
 from deepvm.quotas import UNIT_WORDS
 
 if TYPE_CHECKING:
-    from deepvm.prices import PriceRefresh
     from deepvm.planner.fleet_types import FleetPlan
+    from deepvm.prices import PriceRefresh
 
 
 def _hours_or_never(value: object) -> str:
