@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from deepvm.cluster import Cluster
-from deepvm.errors import InputError
+from deepvm.errors import InputError, ParameterError
 from deepvm.planner.fleet_types import DECISION_COLUMNS, RegisteredJob, Running
 from deepvm.store import Store
 
@@ -136,12 +136,13 @@ def running_jobs(store: Store) -> dict[str, Adopted]:
 
 
 def started_time(text: str) -> dt.datetime:
-    """An ISO 8601 start time (``2026-12-01T08:00Z``), or an InputError."""
+    """An ISO 8601 start time (``2026-12-01T08:00Z``); a ParameterError (``started``)
+    names the parameter as each front end spells it."""
     try:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise InputError(
-            f"started {text!r} is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
+        raise ParameterError(
+            "started", text, "is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
         ) from None
 
 

@@ -39,6 +39,7 @@ from deepvm.workloads import WorkloadName, parse_work, training_work
 from flows.forms import (
     DEFAULT_WORKLOAD_CHOICE,
     EVERY_POLICY,
+    MAX_RANK,
     ONE_TYPE,
     DateText,
     InstanceTypeName,
@@ -52,26 +53,10 @@ from flows.forms import (
     StoreUri,
     TeamBudget,
     WorkloadsPath,
+    as_text,
     flow_name,
+    pflop,
 )
-
-MAX_RANK = 100  # a night keeps a job's top few: a rank past this is a typo (2e18 -> 218)
-
-
-def _as_text(value: object) -> object:
-    """A number given to a text field, as its text (``2000.0`` -> ``"2000.0"``)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return repr(value)
-    return value
-
-
-def _pflop(text: str) -> float:
-    """``work_pflop``: a bare number is PFLOP; with a unit, the unit's (read whole)."""
-    bare = text.strip()
-    try:
-        return parse_work(f"{float(bare)!r} PFLOP", "work_pflop")
-    except ValueError:
-        return parse_work(bare, "work_pflop")
 
 
 def _store(store: str | None) -> Store:
@@ -290,7 +275,7 @@ def recommend(
             description="or: the work in PFLOP, read as text (2000, or with a unit: 2 EFLOP); "
             "prefer `work`",
         ),
-        BeforeValidator(_as_text),  # an API caller's number, read as the form's text
+        BeforeValidator(as_text),  # an API caller's number, read as the form's text
         ONE_TYPE,
     ] = None,
     epochs: Annotated[
@@ -365,7 +350,7 @@ def recommend(
     if work is not None:
         total_work = parse_work(work)
     elif work_pflop is not None:
-        total_work = _pflop(work_pflop)
+        total_work = pflop(work_pflop)
     flops = training_work(
         str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
     )

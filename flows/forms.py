@@ -11,7 +11,7 @@ from pydantic import Field
 from deepvm.config import ALL_POLICIES, MAX_HOURLY_COST
 from deepvm.planner.policies import POLICIES
 from deepvm.scenarios import scenario_key
-from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName
+from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work
 
 
 class OneType:
@@ -34,6 +34,25 @@ class OneType:
 
 
 ONE_TYPE = OneType()
+
+MAX_RANK = 100  # a night keeps a job's top few: a rank past this is a typo (2e18 -> 218)
+
+
+def as_text(value: object) -> object:
+    """A number given to a text field, as its text (``2000.0`` -> ``"2000.0"``)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return value
+
+
+def pflop(text: str) -> float:
+    """``work_pflop``: a bare number is PFLOP; with a unit, the unit's (read whole)."""
+    bare = text.strip()
+    try:
+        return parse_work(f"{float(bare)!r} PFLOP", "work_pflop")
+    except ValueError:
+        return parse_work(bare, "work_pflop")
+
 
 StoreUri = Annotated[
     str | None,

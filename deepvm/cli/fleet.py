@@ -344,12 +344,12 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
-    from deepvm.running import adopt
+    from deepvm.running import adopt, started_time
 
     store = writable_store(store_location(args, required=True))
     if args.rank is not None and args.rank < 1:
         raise DeepvmError(f"--rank {args.rank} must be 1 or more")
-    started = _when(args.started) if args.started else None
+    started = started_time(args.started) if args.started else None
     adopted = adopt(
         store, args.job, rank=args.rank, work_done_flops=args.work_done, started_at=started,
         date=args.date, cluster_words=args.cluster,
@@ -371,14 +371,3 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         + (f"; {done:.3g} FLOPs done" if done is not None else "")
     )
     return 0
-
-
-def _when(text: str) -> Any:
-    from deepvm.running import started_time
-
-    try:
-        return started_time(text)
-    except DeepvmError:
-        raise DeepvmError(
-            f"--started {text!r} is not a time; give ISO 8601, e.g. 2026-12-01T08:00Z"
-        ) from None

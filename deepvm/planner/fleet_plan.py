@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from deepvm.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.errors import DeepvmError
@@ -272,10 +271,16 @@ def _solve(
     picked = np.zeros(size, dtype=bool)
     picked[result.picked] = True
     # Among equal clusters, the documented one (deepvm.planner.fleet_ties).
-    rank = np.concatenate([_tie_ranks(w) for w in shared])
     order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
+
+    def key_of(column: int) -> tuple[object, ...]:
+        w = shared[int(owner[column])]
+        assert w.options is not None and w.planner is not None
+        config = w.options.configs[column - starts[int(owner[column])]]
+        return fleet_ties.canonical_key(w.planner.offers, config)
+
     picked = fleet_ties.prefer_canonical(
-        picked, owner, weight, cost, usage.tocsr(), quota, order, rank
+        picked, owner, weight, cost, usage.tocsr(), quota, order, key_of
     )
     chosen: dict[str, Config | None] = {}
     for j, job in enumerate(shared):
@@ -284,15 +289,6 @@ def _solve(
         chosen[job.job.name] = job.options.configs[int(rows[0]) - starts[j]] if rows.size else None
     value = float(weight[picked].sum())
     return result.status, chosen, value, result.variables, result.rows, result.bound
-
-
-def _tie_ranks(w: JobState) -> npt.NDArray[np.int64]:
-    """Each of the job's candidates' place in the tie-break order."""
-    assert w.options is not None and w.planner is not None
-    keys = [fleet_ties.canonical_key(w.planner.offers, c) for c in w.options.configs]
-    ranks = np.empty(len(keys), dtype=np.int64)
-    ranks[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
-    return ranks
 
 
 def _job_plan(

@@ -16,6 +16,8 @@ and so is every quota's feasibility (each exchange is checked).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
@@ -51,21 +53,25 @@ def prefer_canonical(
     usage: sp.csr_matrix,
     quota: npt.NDArray[np.float64],
     order: list[int],
-    rank: npt.NDArray[np.int64],
+    key_of: Callable[[int], tuple[object, ...]],
 ) -> npt.NDArray[np.bool_]:
     """The plan ``picked`` with each job on its first equal cluster (the module
-    docstring). ``owner``: each column's job; ``order``: the jobs by name; ``rank``:
-    each column's place in the tie-break order among its job's columns."""
+    docstring). ``owner``: each column's job, a job's columns contiguous; ``order``:
+    the jobs by name; ``key_of``: a column's place in the tie-break order
+    (:func:`canonical_key`), asked only of columns that tie."""
     picked = picked.copy()
     columns = usage.tocsc()
     used = np.asarray(usage @ picked.astype(float)).ravel()
     limit = quota + 1e-9 * np.maximum(1.0, np.abs(quota))
     chosen = {int(j): int(c) for c, j in zip(np.flatnonzero(picked), owner[picked], strict=True)}
-    ties = {j: _equals(chosen[j], owner, weight, cost, rank) for j in chosen}
+    ties = _ties(chosen, owner, weight, cost, key_of)
     position = {j: k for k, j in enumerate(order)}
 
-    def use(column: int) -> npt.NDArray[np.float64]:
-        return np.asarray(columns[:, column].todense()).ravel()
+    def use(column: int) -> npt.NDArray[np.float64]:  # one column of usage, dense
+        out = np.zeros(usage.shape[0])
+        lo, hi = columns.indptr[column], columns.indptr[column + 1]
+        out[columns.indices[lo:hi]] = columns.data[lo:hi]
+        return out
 
     for job in order:
         if job not in chosen:
@@ -91,23 +97,29 @@ def prefer_canonical(
     return out
 
 
-def _equals(
-    column: int,
+def _ties(
+    chosen: dict[int, int],
     owner: npt.NDArray[np.int64],
     weight: npt.NDArray[np.float64],
     cost: npt.NDArray[np.float64],
-    rank: npt.NDArray[np.int64],
-) -> list[int]:
-    """The job's columns equal to ``column`` in weight and cost, in tie-break order."""
-    job = owner[column]  # a job's columns are contiguous
-    mine = np.arange(
-        np.searchsorted(owner, job, side="left"), np.searchsorted(owner, job, side="right")
-    )
-    near = (np.abs(weight[mine] - weight[column]) <= SAME * max(1.0, abs(weight[column]))) & (
-        np.abs(cost[mine] - cost[column]) <= SAME * max(1.0, abs(cost[column]))
-    )
-    found = mine[near]
-    return [int(c) for c in found[np.argsort(rank[found], kind="stable")]]
+    key_of: Callable[[int], tuple[object, ...]],
+) -> dict[int, list[int]]:
+    """Per job, its columns equal to its pick in weight and cost, in tie-break
+    order: one pass over every column, the order asked only where there is a tie."""
+    pick = np.full(int(owner.max()) + 1, -1)
+    pick[list(chosen)] = list(chosen.values())
+    ref = pick[owner]
+    has = ref >= 0
+    ref = np.where(has, ref, 0)
+    near = has & (np.abs(weight - weight[ref]) <= SAME * np.maximum(1.0, np.abs(weight[ref])))
+    near &= np.abs(cost - cost[ref]) <= SAME * np.maximum(1.0, np.abs(cost[ref]))
+    columns = np.flatnonzero(near)
+    out: dict[int, list[int]] = {j: [c] for j, c in chosen.items()}
+    jobs = owner[columns]
+    for group in np.split(columns, np.flatnonzero(np.diff(jobs)) + 1):  # per job, in order
+        if len(group) > 1:
+            out[int(owner[group[0]])] = sorted((int(c) for c in group), key=key_of)
+    return out
 
 
 def _exchange(
