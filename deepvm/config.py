@@ -100,8 +100,8 @@ class JobSpec:
     """One training job to plan, as the CLI, the scenarios file and the flows each
     build it once; the planner takes it whole. A new job option is a field here
     (with its check) and its use in the planner; the scenarios file takes every
-    field by name (``total_work`` and ``deadline_hours`` are the file's names for
-    ``work_flops`` and ``deadline_h``)."""
+    field by these names, as do the flows and the JSON (the file's old names
+    ``total_work`` and ``deadline_hours`` are still read)."""
 
     workload: str = DEFAULT_WORKLOAD
     checkpoint_gb: float | None = None  # None: the workload's weights + Adam state

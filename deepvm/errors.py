@@ -4,7 +4,7 @@ what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
     DeepvmError                  a problem with the user's input or request, not a bug
     ├── InputError               a bad input file, column, row or value
     │   ├── UnknownWorkloadError
-    │   ├── ParameterError       one named parameter (``--deadline-h`` / ``deadline_hours``)
+    │   ├── ParameterError       one named parameter (``--deadline-h`` / ``deadline_h``)
     │   ├── StoreError           the store cannot be used (path, permissions, files, disk)
     │   └── OutputError          an output file (--out, --plot) cannot be written there
     ├── InfeasibleError          no cluster satisfies the constraints
@@ -24,8 +24,9 @@ class DeepvmError(Exception):
 
     A message that tells the user which parameter to change names it as
     ``{deadline_h}`` and lists it in ``names``: each front end renders it its own
-    way (the CLI ``--deadline-h``, the flows and the scenarios file
-    ``deadline_hours``); ``str()`` gives the library's names."""
+    way (the CLI ``--deadline-h``, a flow its parameter, ``price_timeout_s`` for
+    ``timeout_s``); ``str()`` gives the library's names, which the scenarios file
+    and most flow parameters share."""
 
     exit_status = 2
 
@@ -53,7 +54,7 @@ class UnknownWorkloadError(InputError):
 class ParameterError(InputError):
     """A bad value of one parameter. ``param`` is the library's name for it
     (``deadline_h``); each front end names it its own way: the CLI as a flag
-    (``--deadline-h``), a flow by its parameter (``deadline_hours``)."""
+    (``--deadline-h``), a flow and the scenarios file by the same name."""
 
     MISSING: object = object()  # the value when the parameter was not given at all
 

@@ -35,7 +35,6 @@ from deepvm.prices import (
     refresh_spot_advisor,
     today,
 )
-from deepvm.scenarios import scenario_key
 from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 
@@ -138,8 +137,8 @@ def replan(
     for job in scenarios:
         try:
             result = recommend(job.budget, job.spec, inputs=inputs)
-        except DeepvmError as exc:  # parameters named as the scenarios file and flows name them
-            outcomes.append(PlanOutcome(job.name, None, exc.render(scenario_key)))
+        except DeepvmError as exc:  # the library's names: the scenarios file's and the flows' too
+            outcomes.append(PlanOutcome(job.name, None, str(exc)))
             continue
         _, frame = write_recommendations(
             result, store, scenario=job.name, snapshot_date=date, run_kind=run_kind

@@ -18,21 +18,15 @@ from deepvm.workloads import WORKLOADS, Workload
 log = logging.getLogger("deepvm")
 
 REQUIRED = ("name", "workload", "budget")
-# The library's parameter names as the scenarios file (and the flows) spell them.
-_KEYS = {"work_flops": "total_work", "deadline_h": "deadline_hours"}
-_FIELDS = {v: k for k, v in _KEYS.items()}
-# Every job option by its file name: adding a JobSpec field adds a key.
-OPTIONAL = tuple(_KEYS.get(f, f) for f in JOB_OPTIONS if f != "workload")
+# Every job option by its JobSpec name: adding a JobSpec field adds a key.
+OPTIONAL = tuple(f for f in JOB_OPTIONS if f != "workload")
+# Names the file once used for a field: still read (with a warning to rename them).
+OLD_KEYS = {"total_work": "work_flops", "deadline_hours": "deadline_h"}
 # How the job sits in the team's fleet (deepvm.planner.fleet_plan): its weight, and
 # whether it runs at the same time as the others (sharing their quotas).
 FLEET_KEYS = ("priority", "fleet", "keep_running", "running")
 # Keys the file once took that no longer do anything: read, ignored, logged.
 RETIRED_KEYS = {"time_limit_s": "one job is planned exactly: no solver time limit applies"}
-
-
-def scenario_key(param: str) -> str:
-    """A library parameter (``deadline_h``) by its scenarios-file key (``deadline_hours``)."""
-    return _KEYS.get(param, param)
 
 
 def default_scenarios_path() -> Path:
@@ -82,7 +76,13 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
         raise InputError(f"{label}: missing {', '.join(missing)}")
     for key in sorted(set(job) & set(RETIRED_KEYS)):
         log.warning("%s: %s is ignored (%s); remove it", label, key, RETIRED_KEYS[key])
-    unknown = sorted(set(job) - set(REQUIRED) - set(OPTIONAL) - set(FLEET_KEYS) - set(RETIRED_KEYS))
+    for old in sorted(set(job) & set(OLD_KEYS)):
+        new = OLD_KEYS[old]
+        if new in job:
+            raise InputError(f"{label}: {old} is the old name of {new}; give only {new}")
+        log.warning("%s: %s is the old name of %s; it is still read, rename it", label, old, new)
+    known = set(REQUIRED) | set(OPTIONAL) | set(OLD_KEYS) | set(FLEET_KEYS) | set(RETIRED_KEYS)
+    unknown = sorted(set(job) - known)
     if unknown:
         raise InputError(f"{label}: unknown key(s) {', '.join(unknown)}")
     name = job["name"]
@@ -133,7 +133,7 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
         except ValueError as exc:
             raise InputError(f"{label}: running: {exc}") from None
     options: dict[str, object] = {
-        _FIELDS.get(str(k), str(k)): v
+        OLD_KEYS.get(str(k), str(k)): v
         for k, v in job.items()
         if k not in REQUIRED and k not in FLEET_KEYS and k not in RETIRED_KEYS
     }
@@ -145,10 +145,10 @@ def _scenario(job: object, label: str, registry: Mapping[str, Workload]) -> Regi
             options[where] = tuple(value)
     try:
         spec = JobSpec(workload=workload, **options)  # type: ignore[arg-type]
-    except ParameterError as exc:  # named as the file names it
-        raise InputError(f"{label}: {exc.render(scenario_key)}") from None
+    except ParameterError as exc:  # the file's keys are the spec's names
+        raise InputError(f"{label}: {exc}") from None
     if spec.objective == Objective.COST and spec.work_flops is None:
-        raise InputError(f"{label}: objective cost needs total_work (FLOPs)")
+        raise InputError(f"{label}: objective cost needs work_flops (training FLOPs)")
     return RegisteredJob(
         name.strip(), float(budget), spec, float(priority), shared=shared, keep_running=keep,
         running=running,

@@ -55,6 +55,7 @@ from flows.forms import (
     WorkloadsPath,
     as_text,
     flow_name,
+    old_names,
     pflop,
 )
 
@@ -296,7 +297,7 @@ def recommend(
         ),
         ONE_TYPE,
     ] = None,
-    deadline_hours: Annotated[
+    deadline_h: Annotated[
         float | None,
         Field(
             gt=0,
@@ -310,7 +311,7 @@ def recommend(
         str | None, Field(max_length=120, description="job name in the store"), ONE_TYPE
     ] = None,
     store: StoreUri = None,
-    total_work: Annotated[
+    work_flops: Annotated[
         float | None,
         Field(
             gt=0,
@@ -319,6 +320,12 @@ def recommend(
             description="training FLOPs, for API callers (in the form, use work)",
         ),
         ONE_TYPE,
+    ] = None,
+    total_work: Annotated[
+        float | None, Field(description="old name of work_flops: still read"), ONE_TYPE
+    ] = None,
+    deadline_hours: Annotated[
+        float | None, Field(description="old name of deadline_h: still read"), ONE_TYPE
     ] = None,
 ) -> list[dict[str, object]]:
     """One job, planned on the store's newest prices (or the shipped snapshot).
@@ -335,24 +342,29 @@ def recommend(
         work_pflop: or the work in PFLOP (1 PFLOP = 1e15 FLOP); prefer `work`.
         epochs: or the work as epochs (with dataset_size).
         dataset_size: samples per epoch (with epochs).
-        deadline_hours: objective cost: bound on the expected makespan, hours.
+        deadline_h: objective cost: bound on the expected makespan, hours.
         scenario: the job's name in the store.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
-        total_work: training FLOPs, for API callers (in the form, use work).
+        work_flops: training FLOPs, for API callers (in the form, use work).
+        total_work: the old name of work_flops, still read.
+        deadline_hours: the old name of deadline_h, still read.
     """
     opened = _store(store)
+    work_flops, deadline_h = old_names(
+        work_flops=(work_flops, total_work), deadline_h=(deadline_h, deadline_hours)
+    )
     given = [n for n, v in (("work", work), ("work_pflop", work_pflop),
-                            ("total_work", total_work)) if v is not None]  # fmt: skip
+                            ("work_flops", work_flops)) if v is not None]  # fmt: skip
     if len(given) > 1:
         raise ParameterError(
             given[0], ParameterError.MISSING, f"and {given[1]} both give the work: give one"
         )
     if work is not None:
-        total_work = parse_work(work)
+        work_flops = parse_work(work)
     elif work_pflop is not None:
-        total_work = pflop(work_pflop)
+        work_flops = pflop(work_pflop)
     flops = training_work(
-        str(workload), work_flops=total_work, epochs=epochs, dataset_size=dataset_size
+        str(workload), work_flops=work_flops, epochs=epochs, dataset_size=dataset_size
     )
     spec = JobSpec(
         workload=str(workload),
@@ -361,7 +373,7 @@ def recommend(
         policies=tuple(str(p) for p in policies),
         top=top,
         work_flops=flops,
-        deadline_h=deadline_hours,
+        deadline_h=deadline_h,
     )
     job = RegisteredJob(scenario or f"ui-{workload}-{objective}-b{budget:g}", budget, spec)
     if not opened.has("prices"):  # a fresh store: start from the snapshot

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from deepvm.config import ALL_POLICIES, MAX_HOURLY_COST
+from deepvm.errors import ParameterError
 from deepvm.planner.policies import POLICIES
-from deepvm.scenarios import scenario_key
+from deepvm.scenarios import OLD_KEYS
 from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work
 
 
@@ -52,6 +53,20 @@ def pflop(text: str) -> float:
         return parse_work(f"{float(bare)!r} PFLOP", "work_pflop")
     except ValueError:
         return parse_work(bare, "work_pflop")
+
+
+def old_names(**pairs: tuple[Any, Any]) -> tuple[Any, ...]:
+    """Each field's value from its name or its old name (``work_flops=(value,
+    value_by_old_name)``), in the order given; both at once is refused."""
+    old_of = {new: old for old, new in OLD_KEYS.items()}
+    values = []
+    for new, (value, old_value) in pairs.items():
+        if value is not None and old_value is not None:
+            raise ParameterError(
+                new, value, f"and {old_of[new]} (its old name) are both given: give {new} only"
+            )
+        values.append(old_value if value is None else value)
+    return tuple(values)
 
 
 StoreUri = Annotated[
@@ -146,4 +161,4 @@ FLOW_NAMES = {
 
 
 def flow_name(param: str) -> str:
-    return FLOW_NAMES.get(param) or scenario_key(param)
+    return FLOW_NAMES.get(param, param)

@@ -94,7 +94,7 @@ def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
             f'[[job]]\nname = "{job.name}"\nworkload = "{job.spec.workload}"\n'
             f"budget = {job.budget}\npriority = {job.priority}\n"
             f'objective = "{job.spec.objective}"\n'
-            + (f"total_work = {job.spec.work_flops}\n" if job.spec.work_flops else "")
+            + (f"work_flops = {job.spec.work_flops}\n" if job.spec.work_flops else "")
         )
     (tmp_path / "jobs.toml").write_text("\n".join(lines))
     stopping(monkeypatch, lp=True, mip_has_plan=False)

@@ -32,7 +32,7 @@ def test_fields_are_checked_and_named(field, value, message):
 
 
 def test_the_scenarios_file_takes_every_job_option_by_name(tmp_path):
-    assert {"restart_s", "max_nodes", "total_work", "deadline_hours"} <= set(OPTIONAL)
+    assert {"restart_s", "max_nodes", "work_flops", "deadline_h"} <= set(OPTIONAL)
     assert len(OPTIONAL) == len(JOB_OPTIONS) - 1  # every field but workload (required)
     path = tmp_path / "jobs.toml"
     path.write_text(
@@ -63,3 +63,21 @@ def test_cli_and_library_plan_the_same_job(capsys):
     assert (first.worker_type, first.n_workers) == (lib[0].worker_type, lib[0].n_workers)
     with pytest.raises(TypeError, match="unknown job option"):
         deepvm.recommend(5.0, colour="red")
+
+
+def test_the_scenarios_file_reads_the_old_names_of_work_and_deadline(tmp_path, caplog):
+    """One vocabulary (``work_flops``, ``deadline_h``, as JobSpec and the JSON say);
+    a file written with the old ``total_work``/``deadline_hours`` plans the same job
+    and is told to rename them."""
+    head = '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 4.0\nobjective = "cost"\n'
+    new, old = tmp_path / "new.toml", tmp_path / "old.toml"
+    new.write_text(head + "work_flops = 2.8e18\ndeadline_h = 12\n")
+    old.write_text(head + "total_work = 2.8e18\ndeadline_hours = 12\n")
+    (by_new,) = load_scenarios(new)
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger="deepvm"):
+        (by_old,) = load_scenarios(old)
+    assert by_old == by_new and by_new.spec.work_flops == 2.8e18 and by_new.spec.deadline_h == 12
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "total_work is the old name of work_flops" in said
+    assert "deadline_hours is the old name of deadline_h" in said

@@ -169,5 +169,5 @@ def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
     late = RegisteredJob("late", 3.0, JobSpec(objective="cost", work_flops=1e21, deadline_h=0.01))
     (outcome,) = replan(store, [late], "2026-12-01")
     assert outcome.error is not None
-    assert "raise deadline_hours to at least" in outcome.error  # the scenarios file's key
+    assert "raise deadline_h to at least" in outcome.error  # the scenarios file's key
     assert "or raise budget" in outcome.error and "--" not in outcome.error

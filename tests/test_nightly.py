@@ -114,8 +114,10 @@ def test_shipped_scenarios_load():
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ('objective = "cost"', "objective cost needs total_work"),
-        ("deadline_hours = 5", "deadline_hours 5 applies to objective cost"),
+        ('objective = "cost"', "objective cost needs work_flops"),
+        ("deadline_h = 5", "deadline_h 5 applies to objective cost"),
+        ("deadline_hours = 5", "deadline_h 5 applies to objective cost"),  # the old name
+        ('objective = "cost"\nwork_flops = 1e18\ntotal_work = 1e18', "give only work_flops"),
     ],
 )
 def test_scenario_work_and_deadline_are_checked(tmp_path, extra, message):

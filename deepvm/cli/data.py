@@ -243,7 +243,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         {
             "name": w.name,
             "parameters": w.parameters,
-            # what `total_work` needs: work = epochs x samples x this
+            # what a job's `work_flops` needs: work = epochs x samples x this
             "train_flops_per_sample": w.train_flops_per_sample,
             "samples_per_epoch": w.samples_per_epoch,
             "checkpoint_gb": w.checkpoint_gb,

@@ -179,7 +179,7 @@ def test_forms_offer_choices_and_describe_every_field():
     assert set(defs[workload_ref]["enum"]) == set(WORKLOADS)
     policy_ref = props["policies"]["items"]["$ref"].split("/")[-1]
     assert "gpt3" not in defs[policy_ref]["enum"] and "deepvm" in defs[policy_ref]["enum"]
-    for name in ("budget", "work_pflop", "epochs", "dataset_size", "deadline_hours", "store"):
+    for name in ("budget", "work_pflop", "epochs", "dataset_size", "deadline_h", "store"):
         assert props[name].get("description"), name
     bench = parameter_schema(f.benchmark).model_dump_for_openapi()
     assert bench["properties"]["workloads"]["items"]["$ref"].endswith("WorkloadName")
@@ -222,8 +222,24 @@ def test_work_in_pflop_survives_the_form_and_errors_name_flow_fields(tmp_path):
         store=str(tmp_path),
     )  # fmt: skip
     assert recs[0]["work_flops"] == pytest.approx(2e18)
-    with pytest.raises(ValueError, match="deadline_hours 5 applies to objective cost"):
-        f.recommend(budget=3.0, deadline_hours=5, store=str(tmp_path))
+    with pytest.raises(ValueError, match="deadline_h 5 applies to objective cost"):
+        f.recommend(budget=3.0, deadline_h=5, store=str(tmp_path))
+
+
+def test_the_recommend_flow_speaks_the_jobs_vocabulary_and_reads_old_names(tmp_path):
+    """``work_flops`` and ``deadline_h``, as JobSpec, the scenarios file and the
+    JSON say; an API caller's ``total_work``/``deadline_hours`` still plan the same."""
+    store = str(tmp_path)
+    new = f.recommend(budget=3.0, objective="cost", work_flops=2e18, deadline_h=400,
+                      top=1, policies=["deepvm"], scenario="new", store=store)  # fmt: skip
+    old = f.recommend(budget=3.0, objective="cost", total_work=2e18, deadline_hours=400,
+                      top=1, policies=["deepvm"], scenario="old", store=store)  # fmt: skip
+    assert new[0]["work_flops"] == old[0]["work_flops"] == 2e18
+    keys = ("worker_type", "n_workers", "expected_makespan_h")
+    assert [new[0][k] for k in keys] == [old[0][k] for k in keys]
+    with pytest.raises(ValueError, match=r"deadline_h 9 and deadline_hours \(its old name\) are"):
+        f.recommend(budget=3.0, objective="cost", work_flops=2e18, deadline_h=9,
+                    deadline_hours=9, store=store)  # fmt: skip
 
 
 def test_nightly_writes_one_fleet_plan_within_the_shared_quotas(tmp_path):
@@ -490,7 +506,7 @@ def test_a_bad_optional_value_is_refused_by_the_rule_it_breaks():
         props = parameter_schema(getattr(f, name)).model_dump_for_openapi()["properties"]
         assert not [k for k, v in props.items() if "anyOf" in v], name
     schema = parameter_schema(f.recommend).model_dump_for_openapi()
-    said = [e.message for e in Draft202012Validator(schema).iter_errors({"deadline_hours": -5})]
+    said = [e.message for e in Draft202012Validator(schema).iter_errors({"deadline_h": -5})]
     assert said == ["-5 is less than or equal to the minimum of 0"]
 
 
