@@ -1,11 +1,12 @@
 """A fleet solve that stops at its time limit still gives a plan, checked like any
 other and labelled as not proven best, with the bound on how much better one
-could be: whether the search stopped with a plan, stopped before it held one, or
-the relaxation itself did not finish (issue 35: on a busy machine the 5 s limit
-ran out in the relaxation and the fleet gave no plan at all).
+could be: whether the deadline passed in the relaxation, in the value search, or
+in the cost stage, or HiGHS stopped without a plan of its own (issue 35: on a busy
+machine the 5 s limit ran out in the relaxation and the fleet gave no plan at all).
 
-The solver's stopping is stood in for (deepvm.planner.highs.solve answering as
-HiGHS does at its limit), so these tests do not depend on how fast the machine is."""
+Time is a stand-in clock (``highs.Deadline``'s clock) that jumps past the limit
+when a given stage starts: real HiGHS runs, stopped by its interrupt callback, so
+these tests do not depend on how fast the machine is."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from deepvm.cli import main
 from deepvm.config import JobSpec
-from deepvm.planner import Inputs, highs
+from deepvm.planner import Inputs, fleet_program, highs
 from deepvm.planner.fleet_plan import plan_fleet
 from deepvm.planner.fleet_types import RegisteredJob
 
@@ -38,25 +39,48 @@ def hard_jobs(count: int = 30) -> list[RegisteredJob]:
     return jobs
 
 
-def stopping(monkeypatch, *, lp: bool, mip_has_plan: bool) -> None:
-    """HiGHS stopped by its time limit: the relaxation (``lp``) without an answer,
-    or the value search right after it began, with the plan it started from
-    (``mip_has_plan``) or none."""
-    real = highs.solve
+class StageClock:
+    """Stands in for the clock: still until ``expire`` is called, then past any limit."""
 
-    def solve(objective, rows, upper, *, maximise, integer, **options):
-        if not integer and lp:
-            return highs.Solution(highs.LIMIT_NO_INCUMBENT, np.zeros(0), np.nan, np.zeros(0), 5.0)
-        if integer and maximise:
-            start = options.get("start")
-            if mip_has_plan and start is not None:
-                value = float(np.asarray(objective) @ start)
-                return highs.Solution(highs.LIMIT_WITH_INCUMBENT, start, value, np.zeros(0), 5.0)
-            if not mip_has_plan:
-                return highs.Solution(highs.LIMIT_NO_INCUMBENT, np.zeros(0), np.nan, np.zeros(0), 5)
-        return real(objective, rows, upper, maximise=maximise, integer=integer, **options)
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    monkeypatch.setattr(highs, "solve", solve)
+    def __call__(self) -> float:
+        return self.now
+
+    def expire(self) -> None:
+        self.now = 1e12
+
+
+def stop_in(monkeypatch, stage: str) -> StageClock:
+    """The deadline passes as ``stage`` starts: the relaxation, the value search or the
+    cost stage (real HiGHS, interrupted), or the value search's HiGHS answers as it
+    does when stopped before it holds a plan (``no-plan``)."""
+    clock = StageClock()
+
+    class OnStageClock(highs.Deadline):
+        def __init__(self, seconds: float) -> None:
+            super().__init__(seconds, clock)
+
+    monkeypatch.setattr(fleet_program, "Deadline", OnStageClock)
+    real_lp, real_mip = highs.GrowingLP.solve, highs.solve
+
+    def lp(self, deadline):
+        if stage == "relaxation":
+            clock.expire()
+        return real_lp(self, deadline)
+
+    def mip(objective, rows, upper, *, maximise, integer, **options):
+        if (stage == "value" and maximise) or (stage == "cost" and not maximise):
+            clock.expire()
+        if stage == "no-plan" and maximise:
+            clock.expire()
+            return highs.Solution(highs.LIMIT_NO_INCUMBENT, np.zeros(0), np.nan, np.zeros(0), 5)
+        return real_mip(objective, rows, upper, maximise=maximise, integer=integer, **options)
+
+    monkeypatch.setattr(highs.GrowingLP, "solve", lp)
+    monkeypatch.setattr(highs, "solve", mip)
+    return clock
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +90,40 @@ def optimum():
     return jobs, inputs, plan_fleet(jobs, inputs)
 
 
-@pytest.mark.parametrize(
-    ("lp", "mip_has_plan"),
-    [(True, False), (False, True), (False, False)],
-    ids=["relaxation-unfinished", "search-stopped-with-a-plan", "search-stopped-without"],
-)
-def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(
-    monkeypatch, optimum, lp, mip_has_plan
-):
-    jobs, inputs, best = optimum
-    stopping(monkeypatch, lp=lp, mip_has_plan=mip_has_plan)
-    plan = plan_fleet(jobs, inputs, time_limit_s=5)
-    assert plan.status == "limit_with_incumbent"
+def check_plan(plan, jobs, inputs) -> None:
     planned = [j for j in plan.jobs if j.planned]
     assert len(planned) >= len(jobs) // 2  # a plan, not nothing
-    assert plan.objective_value <= best.objective_value + 1e-9 <= plan.objective_bound + 1e-6
     value = sum(j.priority * j.value for j in plan.jobs)
     assert abs(value - plan.objective_value) < 1e-6 * value
     for use in plan.usage:  # within every quota (the separate check passed too)
         assert use.quota is None or use.vcpus <= use.quota + 1e-9
+
+
+@pytest.mark.parametrize("stage", ["relaxation", "value", "no-plan"])
+def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(monkeypatch, optimum, stage):
+    jobs, inputs, best = optimum
+    assert best.status == "optimal"
+    clock = stop_in(monkeypatch, stage)
+    plan = plan_fleet(jobs, inputs, time_limit_s=5)
+    assert clock.now > 0  # the deadline did pass, in that stage
+    assert plan.status == "limit_with_incumbent"
+    assert plan.objective_value <= best.objective_value + 1e-9 <= plan.objective_bound + 1e-6
+    check_plan(plan, jobs, inputs)
+
+
+def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimum):
+    """The value is proven before the cost stage starts: the plan is optimal in value,
+    its tie-break (the least cost among equals) not proven."""
+    jobs, inputs, best = optimum
+    clock = stop_in(monkeypatch, "cost")
+    plan = plan_fleet(jobs, inputs, time_limit_s=5)
+    assert clock.now > 0
+    assert plan.status == "optimal"
+    assert plan.objective_value == pytest.approx(best.objective_value, rel=1e-9)
+    cost = sum(j.cluster.hourly_cost for j in plan.jobs if j.planned)
+    least = sum(j.cluster.hourly_cost for j in best.jobs if j.planned)
+    assert cost >= least - 1e-6
+    check_plan(plan, jobs, inputs)
 
 
 def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
@@ -97,7 +136,7 @@ def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
             + (f"work_flops = {job.spec.work_flops}\n" if job.spec.work_flops else "")
         )
     (tmp_path / "jobs.toml").write_text("\n".join(lines))
-    stopping(monkeypatch, lp=True, mip_has_plan=False)
+    stop_in(monkeypatch, "relaxation")
     argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml"), "--time-limit", "5"]
     assert main(argv) == 0
     captured = capsys.readouterr()

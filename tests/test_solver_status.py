@@ -90,3 +90,42 @@ def test_highs_statuses_of_the_fleet_program():
         time_limit_s=0.0,
     )  # fmt: skip
     assert limited.status in (highs.LIMIT_NO_INCUMBENT, highs.LIMIT_WITH_INCUMBENT)
+
+
+def test_a_deadline_stops_highs_by_its_interrupt_callback():
+    """The time limit is also enforced by HiGHS's interrupt callbacks asking the
+    deadline's clock (HiGHS's own limit alone lets some heuristics run past it):
+    with a real limit of a day, a clock that passes it after a few calls stops the
+    MIP and the LP; one that never does lets them finish."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner import highs
+
+    rng = np.random.default_rng(3)
+    n = 300  # a knapsack of several rows, enough work for many callbacks
+    rows = sp.csr_matrix(rng.integers(1, 60, size=(8, n)).astype(float))
+    value, upper = rng.uniform(1, 2, n), np.full(8, 700.0)
+
+    def ticking(after: int):
+        calls = [0]
+
+        def clock() -> float:
+            calls[0] += 1
+            return 0.0 if calls[0] <= after else 1e12
+
+        return clock, calls
+
+    clock, calls = ticking(3)
+    stopped = highs.solve(value, rows, upper, maximise=True, integer=True,
+                          deadline=highs.Deadline(86400, clock))  # fmt: skip
+    assert stopped.status in (highs.LIMIT_WITH_INCUMBENT, highs.LIMIT_NO_INCUMBENT)
+    assert calls[0] > 3  # the callback asked the clock
+    lp = highs.GrowingLP(upper)
+    lp.add_columns(value, rows)
+    clock, _ = ticking(1)
+    assert lp.solve(highs.Deadline(86400, clock))[0] == highs.LIMIT_NO_INCUMBENT
+    never = highs.Deadline(86400, lambda: 0.0)
+    assert lp.solve(never)[0] == highs.OPTIMAL
+    done = highs.solve(value, rows, upper, maximise=True, integer=True, deadline=never)
+    assert done.status == highs.OPTIMAL

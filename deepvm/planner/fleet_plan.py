@@ -233,61 +233,92 @@ def _solve(
 ) -> tuple[str, dict[str, Config | None], float, int, int, float]:
     """The knapsack (module docstring) over the shared jobs' candidates: status,
     each job's cluster (None: unplanned), objective value, binaries, constraints
-    and the relaxation's bound on the value."""
+    and the best bound known on the value. Jobs with the same candidates, weights
+    and costs are one class (one integer column per cluster, up to the class's
+    size), so a team of many alike jobs costs as much as one of its kinds."""
     if not shared:
         return OPTIMAL, {}, 0.0, 0, 0, 0.0
     import scipy.sparse as sp
 
+    order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
+    classes: dict[object, list[int]] = {}
+    for j in order:  # jobs in name order within their class
+        w = shared[j]
+        alike = (id(w.options), w.job.priority, w.solo_score) if w.net_weights is None else j
+        classes.setdefault(alike, []).append(j)
+    members = list(classes.values())
     keys: dict[QuotaKey, int] = {}
     starts: list[int] = []
-    job_rows, key_rows, key_cols, key_vals, weights, costs = [], [], [], [], [], []
+    key_rows, key_cols, key_vals, weights, costs, owners = [], [], [], [], [], []
     offset = 0
-    for j, w in enumerate(shared):
+    for c, jobs in enumerate(members):
+        w = shared[jobs[0]]
         assert w.options is not None
         o = w.options
-        rows = np.arange(offset, offset + len(o))
         starts.append(offset)
-        job_rows.append(np.full(len(o), j))
+        owners.append(np.full(len(o), c))
         weights.append(w.weights(_value(w, o.score)))
         costs.append(o.cost)
         local = [keys.setdefault(key, len(keys)) for key in o.keys]
         r, col = np.nonzero(o.usage)
         key_rows.append(np.array(local, dtype=np.int64)[col] if len(local) else col)
-        key_cols.append(rows[r])
+        key_cols.append(offset + r)
         key_vals.append(o.usage[r, col])
         offset += len(o)
-    size = offset
-    owner = np.concatenate(job_rows)
+    owner = np.concatenate(owners)
     weight = np.concatenate(weights)
     cost = np.concatenate(costs)
     quota = np.array([fleet_check.quota_limit(inputs, key) for key in keys])
     usage = sp.csr_matrix(
         (np.concatenate(key_vals), (np.concatenate(key_rows), np.concatenate(key_cols))),
-        shape=(len(keys), size),
+        shape=(len(keys), offset),
     )
-    result = fleet_program.solve(weight, cost, owner, usage, quota, team_budget, time_limit_s)
-    if result.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT):
-        return result.status, {}, math.nan, result.variables, result.rows, result.bound
-    picked = np.zeros(size, dtype=bool)
-    picked[result.picked] = True
-    # Among equal clusters, the documented one (deepvm.planner.fleet_ties).
-    order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
+    count = np.array([len(jobs) for jobs in members], dtype=float)
+    result = fleet_program.solve(
+        weight, cost, owner, usage, quota, team_budget, time_limit_s, count=count
+    )
+    # Each class's picks to its jobs (in name order, the clusters in tie-break
+    # order), then, among equal clusters, the documented one (deepvm.planner.fleet_ties).
+    job_owner, job_index = [], []
+    first: dict[int, int] = {}  # each job's first column
+    laid = 0
+    for c, jobs in enumerate(members):
+        size = len(shared[jobs[0]].options)  # type: ignore[arg-type]
+        for j in jobs:
+            first[j] = laid
+            laid += size
+            job_owner.append(np.full(size, j))
+            job_index.append(starts[c] + np.arange(size))
+    column = np.concatenate(job_index)  # each job column's class column
+    j_owner = np.concatenate(job_owner)
 
-    def key_of(column: int) -> tuple[object, ...]:
-        w = shared[int(owner[column])]
+    def key_of(job_column: int) -> tuple[object, ...]:
+        j = int(j_owner[job_column])
+        w = shared[j]
         assert w.options is not None and w.planner is not None
-        config = w.options.configs[column - starts[int(owner[column])]]
+        config = w.options.configs[job_column - first[j]]
         return fleet_ties.canonical_key(w.planner.offers, config)
 
+    picked = np.zeros(len(column), dtype=bool)
+    by_class: dict[int, list[int]] = {}
+    for k in result.picked:
+        by_class.setdefault(int(owner[k]), []).append(int(k))
+    for c, ks in by_class.items():
+        jobs = members[c]
+        lead = first[jobs[0]] - starts[c]  # class column -> its first job's column
+        ks.sort(key=lambda k: key_of(lead + k))
+        for j, k in zip(jobs, ks, strict=False):
+            picked[first[j] + k - starts[owner[k]]] = True
     picked = fleet_ties.prefer_canonical(
-        picked, owner, weight, cost, usage.tocsr(), quota, order, key_of
-    )
-    chosen: dict[str, Config | None] = {}
-    for j, job in enumerate(shared):
-        assert job.options is not None
-        rows = np.flatnonzero(picked & (owner == j))
-        chosen[job.job.name] = job.options.configs[int(rows[0]) - starts[j]] if rows.size else None
-    value = float(weight[picked].sum())
+        picked, j_owner, weight[column], cost[column], usage[:, column].tocsr(), quota,
+        order, key_of,
+    )  # fmt: skip
+    chosen: dict[str, Config | None] = {w.job.name: None for w in shared}
+    for k in np.flatnonzero(picked):
+        w = shared[int(j_owner[k])]
+        assert w.options is not None
+        chosen[w.job.name] = w.options.configs[int(k) - first[int(j_owner[k])]]
+    value = float(weight[column][picked].sum())
     return result.status, chosen, value, result.variables, result.rows, result.bound
 
 

@@ -1,55 +1,65 @@
 """The fleet's program, apart from jobs and clusters (docs/ARCHITECTURE.md, "For
-the fleet"): arrays in, picks out. Columns are candidate clusters, each owned by
-one job; rows are "at most one per job", every limited shared resource (quota
-keys, in their units) and, optionally, the team budget:
+the fleet"): arrays in, picks out. Columns are candidate clusters of a class of
+identical jobs (same candidates, weights and costs; ``count`` jobs each); rows
+are "at most ``count`` of a class", every limited shared resource (quota keys,
+in their units) and, optionally, the team budget:
 
-    maximise   sum_k weight_k x_k
-    subject to sum_{k of job j} x_k <= 1
+    maximise   sum_k weight_k x_k                  (x_k integer >= 0)
+    subject to sum_{k of class c} x_k <= count_c
                sum_k usage[q, k] x_k <= capacity[q]      (every limited key q)
                sum_k cost_k x_k <= team budget           (if there is one)
 
 then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
-A value solve that reaches its time limit returns its best plan so far, with
-status ``limit_with_incumbent`` and the relaxation's bound on how much better a
-plan could be (``bound``); a cost solve that does, the cheaper of its best plan
-and the one it started from (the value is proven; the tie-break is not). There
-is always a plan: where the relaxation itself does not finish in time (a slow or
-busy machine), a greedy plan (each job's most valuable candidate that fits) with
-the bound of each job's best alone; where the search stops before it holds a
-plan, the plan rounded from the relaxation it started from.
-The LP relaxation's duals drop, before each solve, the columns that cannot be in
-a plan worth as much as one already known (``_competitive``); each solve starts
-from a known plan. Solved by HiGHS (``deepvm.planner.highs``).
+
+How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
+1. A feasible plan before any solve (``rounding``: each class's best candidates
+   that fit, then a local search), so there is always a plan.
+2. The LP relaxation by column generation (``relaxation``): a few columns per
+   class, the rest priced in one vectorised pass per round, and mixed-integer
+   rounding cuts on the quota rows (one cluster takes a large share of a quota,
+   so the plain relaxation is weak). Its value z and reduced costs r bound any
+   plan holding column k by z + r_k: columns that cannot be in a plan worth the
+   best known one are left out of the integer program.
+3. The integer program over the generated columns (a strong plan, quickly), then
+   over every column that can beat it: its optimum is the optimum of all.
+4. The cost stage over the columns that can be in a plan of the optimal value.
+A deadline (``highs.Deadline``) stops any step; the best plan known is returned
+with status ``limit_with_incumbent`` and the best bound known (``bound``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from deepvm.planner import highs
-from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
+from deepvm.planner.fleet_rounding import RoundingState, fits_each, rounded_plan
+from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
-# Where the first, restricted solve aims between a known plan's value and the
-# relaxation's bound (0: the bound, 1: the known plan). Measured on
-# benchmarks/fleet.py --heavy: see _Program's use in solve.
-RESTRICTED_FRACTION = 0.3
+# Column generation: per class and round, the columns of largest reduced cost added.
+COLUMNS_PER_ROUND = 8
+# Cutting rounds at most, and the least relative fall of the bound that keeps them going.
+CUT_ROUNDS = 30
+CUT_PROGRESS = 1e-5
 
 
 @dataclass(frozen=True)
 class ProgramResult:
     status: str
-    picked: np.ndarray  # the chosen columns (empty unless optimal)
+    picked: np.ndarray  # the chosen columns, a column once per job that takes it
     objective: float
-    variables: int  # binaries in the program after filtering
+    variables: int  # integer columns in the program after filtering
     rows: int
-    bound: float = math.nan  # the relaxation's bound on the value of any plan
+    bound: float = math.nan  # the best bound known on the value of any plan
+    stages: dict[str, float] | None = None  # seconds per stage (benchmarks)
 
 
 def solve(
@@ -59,82 +69,255 @@ def solve(
     usage: Any,  # scipy.sparse, keys x columns
     capacity: FloatArray,  # per key; inf: no limit
     team_budget: float | None,
-    time_limit_s: float,
+    time_limit_s: float | Deadline,
+    count: np.ndarray | None = None,  # jobs per class (owner); default one each
 ) -> ProgramResult:
     """The plan of most total weight, and of least cost among those (see the module
-    docstring); a status other than optimal picks nothing."""
-    import scipy.sparse as sp
+    docstring). Always a plan: a status other than optimal is the best one known."""
+    import time
 
+    deadline = time_limit_s if isinstance(time_limit_s, Deadline) else Deadline(time_limit_s)
     size = len(weight)
     if size == 0:
-        return ProgramResult(OPTIMAL, np.zeros(0, dtype=np.int64), 0.0, 0, 0)
-    jobs = int(owner.max()) + 1
+        return ProgramResult(OPTIMAL, np.zeros(0, dtype=np.int64), 0.0, 0, 0, 0.0)
+    classes = int(owner.max()) + 1
+    count = np.ones(classes) if count is None else np.asarray(count, dtype=float)
     limited = np.flatnonzero(np.isfinite(capacity))
-    resources = usage[limited]
-    bounds = capacity[limited]
+    resources = sp.csr_matrix(usage)[limited]
+    bounds = np.asarray(capacity, dtype=float)[limited]
     if team_budget is not None:
         resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
         bounds = np.append(bounds, team_budget)
-    one_each = sp.csr_matrix((np.ones(size), (owner, np.arange(size))), shape=(jobs, size))
-    status, bound, reduced, greedy = _relaxation(
-        weight, owner, one_each, resources, bounds, time_limit_s
-    )
-    if status != OPTIMAL:  # the relaxation did not finish (a slow or busy machine)
-        return _fallback(weight, owner, resources, bounds, size)
-    known = float(weight[greedy].sum())
-    program = _Program(weight, cost, one_each, resources, bounds, time_limit_s)
-    # First over the columns that can be in a plan worth `target`, between the
-    # known plan and the bound: an optimum there worth at least `target` is the
-    # optimum of all (every column left out is in plans worth less); else it
-    # starts the solve over every column that can beat it. Worth it only where it
-    # leaves out most of the columns, else that second solve repeats most of the work.
-    target = bound - RESTRICTED_FRACTION * (bound - known)
-    restricted = _competitive(bound, reduced, target)
-    if len(restricted) > 0.5 * len(_competitive(bound, reduced, known)):
-        target, restricted = known, _competitive(bound, reduced, known)
-    status, first = program.solve(restricted, maximise=True, start=greedy)
-    if status == OPTIMAL and first is not None and float(weight[first].sum()) < target:
-        known = float(weight[first].sum())
-        status, first = program.solve(
-            _competitive(bound, reduced, known), maximise=True, start=first
-        )
-    kept = _competitive(bound, reduced, known)
-    if first is None:  # stopped before the search held a plan: the one it started from
-        value = float(weight[greedy].sum())
-        rows = program.rows
-        return ProgramResult(LIMIT_WITH_INCUMBENT, np.sort(greedy), value, len(kept), rows, bound)
-    if status == LIMIT_WITH_INCUMBENT:  # not proven best: said so, with the bound
-        value = float(weight[first].sum())
-        return ProgramResult(status, np.sort(first), value, len(kept), program.rows, bound)
-    best = float(weight[first].sum())
+    program = _Program(weight, cost, owner, count, resources.tocsc(), bounds, deadline)
+    stages: dict[str, float] = {}
+    began = time.perf_counter()
+    # 1. A plan before any solve; its bound: each class's best alone.
+    plan = rounded_plan(program.rounding(), np.zeros(size))
+    best_alone = np.zeros(classes)
+    np.maximum.at(best_alone, owner, np.maximum(weight, 0.0))
+    bound = float(best_alone @ count)
+    stages["rounding"] = time.perf_counter() - began
+    # 2. The relaxation, by columns and cuts.
+    began = time.perf_counter()
+    lp = program.relaxation(plan)
+    stages["relaxation"] = time.perf_counter() - began
+    if lp is None:  # the deadline passed first (a slow or busy machine)
+        return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
+    bound = min(bound, lp.bound)
+    plan = _better(weight, plan, rounded_plan(program.rounding(), lp.x_all))
+    # 3. The integer program: over the generated columns, then every one that can beat it.
+    began = time.perf_counter()
+    known = program.value(plan)
+    program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
+    status, found = program.solve(lp.generated, maximise=True, start=plan)
+    if found is not None:
+        plan = _better(weight, plan, found)
+    if status == OPTIMAL:
+        kept = lp.competitive(program.value(plan))
+        if not np.isin(kept, lp.generated).all():  # a column outside can still beat it
+            known = program.value(plan)
+            status, found = program.solve(kept, maximise=True, start=plan)
+            if found is not None:
+                plan = _better(weight, plan, found)
+    stages["value"] = time.perf_counter() - began
+    del known
+    variables = len(lp.competitive(program.value(plan)))
+    if status != OPTIMAL:
+        return program.result(LIMIT_WITH_INCUMBENT, plan, variables, bound, stages)
+    best = program.value(plan)
+    # 4. The least cost among plans of that value (to LEXICOGRAPHIC_RTOL).
+    began = time.perf_counter()
     floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
-    # The second solve ranges over plans worth at least `floor`: fewer columns compete.
-    near = _competitive(bound, reduced, floor)
-    start = _cheaper(weight, cost, owner, resources, bounds, first, near)
-    status, second = program.solve(near, maximise=False, floor=floor, start=start)
-    if second is None or (
-        status == LIMIT_WITH_INCUMBENT and cost[second].sum() > cost[start].sum()
-    ):
-        second = start  # the value is proven; only the tie-break is not
-    return ProgramResult(
-        OPTIMAL, np.sort(second), float(weight[second].sum()), len(kept), program.rows, bound
-    )
+    near = program.cheap_enough(lp.competitive(floor), floor, plan)
+    status, cheaper = program.solve(near, maximise=False, floor=floor, start=plan)
+    if cheaper is not None and program.cost_of(cheaper) <= program.cost_of(plan):
+        plan = cheaper  # else the value is proven; only the tie-break is not
+    stages["cost"] = time.perf_counter() - began
+    return program.result(OPTIMAL, plan, variables, bound, stages)
+
+
+def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """The plan worth more (``plan`` on a tie)."""
+    return other if float(weight[other].sum()) > float(weight[plan].sum()) else plan
+
+
+@dataclass(frozen=True)
+class _Relaxation:
+    """The LP relaxation's outcome: its bound, the columns it generated, its x over
+    every column, and each column's reduced cost (<= 0 at its optimum)."""
+
+    bound: float
+    generated: np.ndarray
+    x_all: FloatArray
+    reduced: FloatArray
+    cuts: Any  # csr: the MIR cuts found, cuts x columns (valid for every plan)
+    cut_rhs: FloatArray
+
+    def competitive(self, value: float) -> np.ndarray:
+        """The columns that can be in a plan worth at least ``value`` (z + r_k >= value,
+        with a margin against float noise in the duals)."""
+        margin = 1e-6 * max(1.0, abs(value))
+        return np.flatnonzero(self.bound + self.reduced >= value - margin)
+
+
+@dataclass(frozen=True)
+class _Mir:
+    """A mixed-integer rounding cut of resource row ``row`` scaled by ``delta``:
+    sum_k F(a_k / delta) x_k <= floor(b / delta), F(d) = floor(d) + max(0, frac(d) -
+    f) / (1 - f), f = frac(b / delta); valid for every x integer >= 0 with a x <= b."""
+
+    row: int
+    delta: float
+    f: float
+    rhs: float
+
+    def coefficients(self, a: FloatArray) -> FloatArray:
+        d = a / self.delta
+        whole = np.floor(d + 1e-12)
+        return whole + np.maximum(0.0, d - whole - self.f) / (1.0 - self.f)
 
 
 @dataclass(frozen=True)
 class _Program:
-    """The fleet's binary program over a subset of the candidates (its columns)."""
-
     weight: FloatArray
     cost: FloatArray
-    one_each: Any  # jobs x candidates: at most one each
-    resources: Any  # shared limits x candidates: quotas, then the team budget
+    owner: np.ndarray
+    count: FloatArray
+    resources: Any  # csc: shared limits x columns (quotas, then the team budget)
     capacity: FloatArray
-    time_limit_s: float
+    deadline: Deadline
+    cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
+    cut_rhs: FloatArray | None = None
 
-    @property
-    def rows(self) -> int:
-        return int(self.one_each.shape[0] + self.resources.shape[0])
+    def with_cuts(self, cuts: Any, rhs: FloatArray) -> _Program:
+        return dataclasses.replace(self, cuts=cuts, cut_rhs=rhs)
+
+    def value(self, plan: np.ndarray) -> float:
+        return float(self.weight[plan].sum())
+
+    def cost_of(self, plan: np.ndarray) -> float:
+        return float(self.cost[plan].sum())
+
+    def rounding(self) -> RoundingState:
+        return RoundingState(self.weight, self.owner, self.count, self.resources, self.capacity)
+
+    def result(
+        self, status: str, plan: np.ndarray, variables: int, bound: float, stages: dict[str, float]
+    ) -> ProgramResult:
+        rows = len(self.count) + len(self.capacity)
+        value = self.value(plan)
+        return ProgramResult(
+            status, np.sort(plan), value, variables, rows, max(bound, value), stages
+        )
+
+    # --- the relaxation ---------------------------------------------------------
+
+    def relaxation(self, plan: np.ndarray) -> _Relaxation | None:
+        """The LP relaxation with MIR cuts, by column generation; None if the
+        deadline passed first."""
+        size, classes = len(self.weight), len(self.count)
+        shared = self.resources.shape[0]
+        lp = highs.GrowingLP(np.concatenate([self.count, self.capacity]))
+        first = _first_columns(self.weight, self.owner, plan)
+        in_model = np.zeros(size, dtype=bool)
+        cuts: list[_Mir] = []
+        cut_rows: list[Any] = []  # each cut's coefficients over every column (csr, 1 x size)
+        rows_csr = self.resources.tocsr()
+
+        def matrix(columns: np.ndarray) -> Any:
+            one = sp.csr_matrix(
+                (np.ones(len(columns)), (self.owner[columns], np.arange(len(columns)))),
+                shape=(classes, len(columns)),
+            )
+            parts = [one, self.resources[:, columns]]
+            parts += [row[:, columns] for row in cut_rows]
+            return sp.vstack(parts).tocsc()
+
+        def add(columns: np.ndarray) -> None:
+            lp.add_columns(self.weight[columns], matrix(columns))
+            in_model[columns] = True
+            order.extend(int(k) for k in columns)
+
+        order: list[int] = []
+        cut_matrix = sp.csr_matrix((0, size))
+        add(first)
+        bound = math.inf
+        x_all = np.zeros(size)
+        reduced = np.zeros(size)
+        for _ in range(CUT_ROUNDS):
+            while True:  # columns until none prices out
+                status, x, duals, _z = lp.solve(self.deadline)
+                if status != OPTIMAL:
+                    return None
+                on_class, on_shared = duals[:classes], duals[classes : classes + shared]
+                reduced = self.weight - on_class[self.owner] - self.resources.T @ on_shared
+                if cuts:
+                    reduced -= cut_matrix.T @ duals[classes + shared :]
+                entering = _entering(reduced, self.owner, in_model)
+                if not len(entering):
+                    break
+                add(entering)
+            x_all = np.zeros(size)
+            x_all[np.array(order)] = x
+            # The dual bound (at least z, the same at an optimum).
+            dual_bound = float(np.concatenate(
+                [self.count, self.capacity, [c.rhs for c in cuts]]) @ duals)  # fmt: skip
+            previous, bound = bound, min(bound, dual_bound)
+            if math.isfinite(previous) and previous - bound <= CUT_PROGRESS * max(1.0, bound):
+                break
+            new = _mir_cuts(rows_csr, self.capacity, x_all)
+            if not new:
+                break
+            for cut in new:
+                row = sp.csr_matrix(
+                    (cut.coefficients(rows_csr[cut.row].data), rows_csr[cut.row].indices,
+                     [0, rows_csr[cut.row].nnz]), shape=(1, size),
+                )  # fmt: skip
+                cuts.append(cut)
+                cut_rows.append(row)
+                lp.add_rows(np.array([cut.rhs]), row[:, np.array(order)])
+            cut_matrix = sp.vstack(cut_rows).tocsr()
+        return _Relaxation(
+            bound, np.flatnonzero(in_model), x_all, np.minimum(reduced, 0.0), cut_matrix,
+            np.array([c.rhs for c in cuts]),
+        )  # fmt: skip
+
+    def cheap_enough(self, columns: np.ndarray, floor: float, plan: np.ndarray) -> np.ndarray:
+        """Of ``columns``, those that can be in a plan worth ``floor`` that costs no more
+        than ``plan``: by the cost stage's own relaxation (least cost c subject to the
+        value floor, with the cuts), a plan holding column k costs at least c + d_k
+        (d: its reduced costs). Where the relaxation does not finish, every column."""
+        columns = np.union1d(columns, plan).astype(np.int64)
+        classes, shared = len(self.count), self.resources.shape[0]
+        cuts = self.cuts if self.cuts is not None else sp.csr_matrix((0, len(self.weight)))
+        rhs = self.cut_rhs if self.cut_rhs is not None else np.zeros(0)
+        upper = np.concatenate([self.count, self.capacity, rhs, [-floor]])
+        lp = highs.GrowingLP(upper)
+        one = sp.csr_matrix(
+            (np.ones(len(columns)), (self.owner[columns], np.arange(len(columns)))),
+            shape=(classes, len(columns)),
+        )
+        value_row = sp.csr_matrix(-self.weight[columns])
+        lp.add_columns(-self.cost[columns], sp.vstack(
+            [one, self.resources[:, columns], cuts[:, columns], value_row]))  # fmt: skip
+        status, _, duals, z = lp.solve(self.deadline)
+        if status != OPTIMAL:
+            return columns
+        least = -z
+        # Minus each column's reduced cost in that maximisation of -cost (>= 0 at its
+        # optimum): what taking the column adds, at least, to the least cost.
+        d = self.cost[columns] + (
+            duals[:classes][self.owner[columns]]
+            + self.resources[:, columns].T @ duals[classes : classes + shared]
+            + cuts[:, columns].T @ duals[classes + shared : -1]
+            - duals[-1] * self.weight[columns]
+        )
+        ceiling = self.cost_of(plan)
+        margin = 1e-6 * max(1.0, abs(ceiling))
+        keep = least + np.maximum(d, 0.0) <= ceiling + margin
+        return np.union1d(columns[keep], plan).astype(np.int64)
+
+    # --- the integer program ----------------------------------------------------
 
     def solve(
         self,
@@ -144,34 +327,48 @@ class _Program:
         floor: float | None = None,
         start: np.ndarray | None = None,
     ) -> tuple[str, np.ndarray | None]:
-        """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``;
-        the status and the chosen candidates. ``start``: candidates of a plan known
-        to be feasible, where the search begins. HiGHS runs at its default tolerance
-        (1e-6; tighter is several times slower here); an answer that, rounded to 0/1,
-        breaks a row by more than float noise is solved again at 1e-9."""
-        import scipy.sparse as sp
-
+        """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``
+        (each taken up to its class's count); the status and the plan (a column once
+        per job). ``start``: a plan known to be feasible, where the search begins.
+        HiGHS runs at its default tolerance (1e-6); an answer that breaks a row by
+        more than float noise is solved again at 1e-9."""
+        columns = np.unique(np.concatenate([columns, start if start is not None else []]))
+        columns = columns.astype(np.int64)
         w, c = self.weight[columns], self.cost[columns]
-        jobs, shared = self.one_each[:, columns], self.resources[:, columns]
-        # The cost solve gets only rows that can bind: a job with one column left
-        # is held by the column's own 0/1 bound, and a limit that every column
-        # together keeps cannot bind. Measured (benchmarks/fleet.py --heavy): 1,000
-        # jobs' cost solve 6.6 s with them, 1.6 s without; the value solve is
-        # faster with them (100 jobs: 0.10 s against 0.45 s), so it keeps them.
-        open_jobs, tight = np.arange(jobs.shape[0]), np.arange(shared.shape[0])
-        if floor is not None:
-            open_jobs = np.flatnonzero(jobs.getnnz(axis=1) > 1)
-            tight = np.flatnonzero(np.asarray(shared.sum(axis=1)).ravel() > self.capacity)
+        classes = len(self.count)
+        local = np.unique(self.owner[columns], return_inverse=True)[1]
+        present = np.unique(self.owner[columns])
+        jobs = sp.csr_matrix(
+            (np.ones(len(columns)), (local, np.arange(len(columns)))),
+            shape=(len(present), len(columns)),
+        )
+        shared = self.resources[:, columns].tocsr()
+        upper_cols = self.count[self.owner[columns]]
+        # Rows that can bind: a class whose columns' bounds already hold it, and a
+        # limit every column together keeps, cannot.
+        open_jobs = np.flatnonzero(np.asarray(jobs @ upper_cols).ravel() > self.count[present])
+        tight = np.flatnonzero(np.asarray(shared @ upper_cols).ravel() > self.capacity)
         blocks = [jobs[open_jobs], shared[tight]]
-        upper = [np.ones(len(open_jobs)), self.capacity[tight]]
-        if floor is not None:  # value >= floor, as -value <= -floor
-            blocks.append(sp.csr_matrix(-w))
-            upper.append(np.array([-floor]))
+        upper = [self.count[present][open_jobs], self.capacity[tight]]
+        if self.cuts is not None and self.cuts.shape[0]:
+            assert self.cut_rhs is not None
+            blocks.append(self.cuts[:, columns])
+            upper.append(self.cut_rhs)
+        if floor is not None:
+            # value >= floor, as -value <= -floor, scaled so that HiGHS's feasibility
+            # tolerance (1e-6) is a tenth of the tie tolerance on the value.
+            scale = 1e-5 / (LEXICOGRAPHIC_RTOL * max(abs(floor), 1.0))
+            blocks.append(sp.csr_matrix(-w * scale))
+            upper.append(np.array([-floor * scale]))
         matrix = sp.vstack(blocks).tocsr()
         bounds = np.concatenate(upper)
         initial = None
         if start is not None:
-            initial = np.isin(columns, start).astype(float)
+            at = {int(k): i for i, k in enumerate(columns)}
+            initial = np.zeros(len(columns))
+            np.add.at(initial, [at[int(k)] for k in start], 1.0)
+        del classes
+        out = None
         for tolerance in (1e-6, 1e-9):
             out = highs.solve(
                 w if maximise else c,
@@ -179,160 +376,84 @@ class _Program:
                 bounds,
                 maximise=maximise,
                 integer=True,
-                time_limit_s=self.time_limit_s,
                 feasibility_tolerance=tolerance,
                 start=initial,
-                presolve=False,
+                # The value search with HiGHS's presolve (measured, benchmarks/fleet.py,
+                # three clouds, 100 jobs: its restarts shrink the program to a tenth;
+                # without it the same solve took 2.2x the CPU). Not the cost stage:
+                # there HiGHS 1.16's presolve returned a dearer plan as optimal
+                # (tests/test_fleet_program.py has the case).
+                presolve=maximise,
+                column_upper=upper_cols,
+                deadline=self.deadline,
             )
             if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
                 return out.status, None
-            pick = np.round(out.values) > 0.5
-            used = shared @ pick.astype(float)
-            holds = (jobs @ pick.astype(float) <= 1).all() and (
-                used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)
-            ).all()
-            if floor is not None:
-                holds = holds and float(w[pick].sum()) >= floor - 1e-12 * max(abs(floor), 1.0)
-            if holds:
-                return out.status, columns[pick]
+            taken = np.maximum(np.round(out.values), 0.0).astype(np.int64)
+            plan = np.repeat(columns, taken)
+            if self._holds(plan, floor):
+                return out.status, plan
+        assert out is not None
         return out.status, None
 
-
-def _fallback(
-    weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, size: int
-) -> ProgramResult:
-    """Where the relaxation did not finish: a plan found without it (each job's most
-    valuable candidate that still fits, then a local search), with the bound every
-    plan has (each job's best alone), so a slow machine still gets a plan, checked
-    like any other, and its gap."""
-    plan = _greedy_plan(weight, owner, resources, capacity, np.zeros(size))
-    best = np.full(int(owner.max()) + 1, 0.0)
-    np.maximum.at(best, owner, np.maximum(weight, 0.0))
-    value = float(weight[plan].sum())
-    return ProgramResult(LIMIT_WITH_INCUMBENT, plan, value, size, 0, float(best.sum()))
+    def _holds(self, plan: np.ndarray, floor: float | None) -> bool:
+        per_class = np.bincount(self.owner[plan], minlength=len(self.count))
+        used = np.asarray(self.resources[:, plan].sum(axis=1)).ravel()
+        ok = bool((per_class <= self.count + 1e-9).all()) and bool(
+            (used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)).all()
+        )
+        if floor is not None:
+            ok = ok and self.value(plan) >= floor - 1e-12 * max(abs(floor), 1.0)
+        return ok
 
 
-def _cheaper(
-    weight: FloatArray,
-    cost: FloatArray,
-    owner: np.ndarray,
-    resources: Any,
-    capacity: FloatArray,
-    plan: np.ndarray,
-    columns: np.ndarray,
-) -> np.ndarray:
-    """The plan with, job by job, its pick replaced by the cheapest of its columns
-    worth no less that still fits: the same value at a cost no higher, where the
-    second solve begins (its time depends much on where it starts)."""
-    dense = resources[:, columns].toarray()
-    at = {int(k): i for i, k in enumerate(columns)}
-    left = capacity - (dense[:, [at[int(k)] for k in plan]].sum(axis=1) if len(plan) else 0.0)
+def _first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> np.ndarray:
+    """The relaxation's first columns: each class's few most valuable, and the plan's."""
+    order = np.lexsort((-weight, owner))
+    starts = np.searchsorted(owner[order], owner[order], side="left")
+    rank = np.arange(len(order)) - starts
+    return np.union1d(order[rank < COLUMNS_PER_ROUND], plan).astype(np.int64)
+
+
+def _entering(reduced: FloatArray, owner: np.ndarray, in_model: np.ndarray) -> np.ndarray:
+    """Per class, up to COLUMNS_PER_ROUND columns outside the model that price out."""
+    out = np.flatnonzero((reduced > 1e-9 * max(1.0, float(np.abs(reduced).max(initial=0.0))))
+                         & ~in_model)  # fmt: skip
+    if not len(out):
+        return out
+    order = out[np.lexsort((-reduced[out], owner[out]))]
+    groups = owner[order]
+    rank = np.arange(len(order)) - np.searchsorted(groups, groups, side="left")
+    return np.sort(order[rank < COLUMNS_PER_ROUND])
+
+
+def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:
+    """Per resource row, its most violated MIR cut at ``x`` (the LP's point), if any:
+    the divisors tried are the row's coefficients on the columns ``x`` uses."""
     out = []
-    for k in (int(k) for k in plan):
-        mine = at[k]
-        same = np.flatnonzero((owner[columns] == owner[k]) & (weight[columns] >= weight[k]))
-        room = left + dense[:, mine]
-        fits = same[(dense[:, same] <= room[:, None] + 1e-9).all(axis=0)]
-        best = int(fits[np.argmin(cost[columns[fits]])]) if fits.size else mine
-        if cost[columns[best]] >= cost[k]:
-            best = mine
-        left = room - dense[:, best]
-        out.append(int(columns[best]))
-    return np.array(sorted(out), dtype=np.int64)
-
-
-def _competitive(bound: float, reduced: FloatArray, value: float) -> np.ndarray:
-    """The candidates that can be in a plan worth at least ``value`` (see _relaxation);
-    a margin keeps float noise in the duals from dropping one."""
-    margin = 1e-6 * max(1.0, abs(value))
-    return np.flatnonzero(bound + reduced >= value - margin)
-
-
-def _relaxation(
-    weight: FloatArray,
-    owner: np.ndarray,
-    one_each: Any,
-    resources: Any,
-    capacity: FloatArray,
-    time_limit_s: float,
-) -> tuple[str, float, FloatArray, np.ndarray]:
-    """The LP relaxation, for filtering candidates by duality: with its value z and
-    duals y, any plan holding candidate k is worth at most z + r_k (r = weight - A'y
-    <= 0), so a candidate with z + r_k below a feasible plan's value cannot be in an
-    optimal plan. Returns the status, z, r and the candidates of a feasible plan
-    rounded from the relaxation (_greedy_plan)."""
-    import scipy.sparse as sp
-
-    a = sp.vstack([one_each, resources]).tocsr()
-    b = np.concatenate([np.ones(one_each.shape[0]), capacity])
-    out = highs.solve(weight, a, b, maximise=True, integer=False, time_limit_s=time_limit_s)
-    if out.status != OPTIMAL or len(out.row_duals) != len(b):
-        return out.status, math.nan, np.zeros(0), np.zeros(0, dtype=np.int64)
-    duals = np.maximum(out.row_duals, 0.0)
-    reduced = weight - a.T @ duals
-    bound = float(b @ duals)  # the dual bound: at least the relaxation's value
-    incumbent = _greedy_plan(weight, owner, resources, capacity, out.values)
-    return OPTIMAL, bound, reduced, incumbent
-
-
-def _greedy_plan(
-    weight: FloatArray, owner: np.ndarray, resources: Any, capacity: FloatArray, lp: FloatArray
-) -> np.ndarray:
-    """The candidates of a feasible plan rounded from the relaxation: each job, in the
-    order of its share of the relaxation, takes its candidate with the largest LP
-    weight if that still fits; then jobs left without one take their most valuable
-    candidate that fits. (The relaxation has at most one fractional job per shared
-    resource, so this is close to the optimum, which makes the filter sharp.)"""
-    dense = resources.toarray() if resources.shape[0] else np.zeros((0, len(weight)))
-    left = capacity.astype(float).copy()
-    share = np.bincount(owner, weights=lp * weight)
-    columns = [np.flatnonzero(owner == j) for j in range(len(share))]
-    picked: list[int] = []
-    open_jobs = []
-    for j in np.argsort(-share, kind="stable"):
-        cols = columns[j]
-        k = cols[np.argmax(lp[cols])]
-        if lp[k] > 1e-6 and (dense[:, k] <= left + 1e-9).all():
-            left -= dense[:, k]
-            picked.append(int(k))
-        else:
-            open_jobs.append(j)
-    for j in open_jobs:
-        cols = columns[j]
-        fits = cols[(dense[:, cols] <= left[:, None] + 1e-9).all(axis=0)]
-        if fits.size:
-            k = fits[np.argmax(weight[fits])]
-            left -= dense[:, k]
-            picked.append(int(k))
-    return _improve(weight, owner, dense, left, columns, picked)
-
-
-def _improve(
-    weight: FloatArray,
-    owner: np.ndarray,
-    dense: FloatArray,
-    left: FloatArray,
-    columns: list[np.ndarray],
-    picked: list[int],
-) -> np.ndarray:
-    """Local search on a feasible plan: each job in turn moves to its most valuable
-    candidate that fits in what is left plus what its own pick frees, until no move
-    gains. A better starting plan lets _competitive drop more columns: on the
-    heavy benchmark the rounded plan alone left half of them in the program."""
-    current = {int(owner[k]): k for k in picked}
-    for _ in range(10):  # passes; each gains or stops
-        gained = False
-        for j, cols in enumerate(columns):
-            mine = current.get(j)
-            room = left + (dense[:, mine] if mine is not None else 0.0)
-            fits = cols[(dense[:, cols] <= room[:, None] + 1e-9).all(axis=0)]
-            if not fits.size:
+    for q in range(rows.shape[0]):
+        b = float(capacity[q])
+        lo, hi = rows.indptr[q], rows.indptr[q + 1]
+        cols, a = rows.indices[lo:hi], rows.data[lo:hi]
+        used = x[cols] > 1e-9
+        if not used.any() or not math.isfinite(b) or b <= 0:
+            continue
+        ax, xa = a[used], x[cols[used]]
+        if float(ax @ xa) < b * (1 - 1e-9):  # a row with slack is no cut's source
+            continue
+        best: tuple[float, _Mir] | None = None
+        for delta in np.unique(ax)[-12:]:
+            ratio = b / delta
+            f = ratio - math.floor(ratio)
+            if f < 1e-6 or f > 1 - 1e-6:
                 continue
-            k = int(fits[np.argmax(weight[fits])])
-            if weight[k] > (weight[mine] if mine is not None else 0.0) + 1e-12:
-                left = room - dense[:, k]
-                current[j] = k
-                gained = True
-        if not gained:
-            break
-    return np.array(sorted(current.values()), dtype=np.int64)
+            cut = _Mir(q, float(delta), f, float(math.floor(ratio)))
+            violation = float(cut.coefficients(ax) @ xa) - cut.rhs
+            if violation > 1e-6 * max(1.0, cut.rhs) and (best is None or violation > best[0]):
+                best = (violation, cut)
+        if best is not None:
+            out.append(best[1])
+    return out
+
+
+__all__ = ["LEXICOGRAPHIC_RTOL", "ProgramResult", "fits_each", "solve"]

@@ -1,8 +1,9 @@
 """Running HiGHS (the MIP/LP solver the fleet program uses) through its own
 Python binding, ``highspy``: arrays in, values out, and the solver's outcome as
-one of the planner's statuses. No modelling layer: the fleet program is a
-0/1 matrix the planner builds itself, and handing it over directly skips
-cvxpy's canonicalisation and lets a solve start from a known plan."""
+one of the planner's statuses. A solve's time is a :class:`Deadline`, enforced
+by HiGHS's limit and by an interrupt callback (HiGHS's own limit alone lets some
+heuristics run past it); :class:`GrowingLP` is the relaxation the fleet program
+adds columns and cuts to as it goes, re-solved from its last basis."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,40 @@ INFEASIBLE = "infeasible"
 LIMIT_WITH_INCUMBENT = "limit_with_incumbent"  # stopped by the time limit, with a plan
 LIMIT_NO_INCUMBENT = "limit_no_incumbent"  # stopped by the time limit, no plan found
 ERROR = "error"
+
+
+class Deadline:
+    """When a solve must stop, on ``clock`` (seconds; tests give a stand-in that
+    counts solver work instead, so no test depends on the machine's speed)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.seconds = float(seconds)
+        self.clock = clock
+        self.ends = clock() + self.seconds
+
+    def left(self) -> float:
+        return max(self.ends - self.clock(), 0.0)
+
+    def passed(self) -> bool:
+        return self.clock() >= self.ends
+
+    @contextlib.contextmanager
+    def watching(self, h: Any) -> Iterator[None]:
+        """While ``h`` (a highspy.Highs) runs: stopped once the deadline has passed,
+        by HiGHS's own time limit and by its interrupt callbacks asking this clock."""
+        h.setOptionValue("time_limit", float(max(self.left(), 0.0)))
+
+        def stop(event: Any) -> None:
+            if self.passed():
+                event.interrupt()
+
+        h.cbSimplexInterrupt.subscribe(stop)
+        h.cbMipInterrupt.subscribe(stop)
+        try:
+            yield
+        finally:
+            h.cbSimplexInterrupt.unsubscribe(stop)
+            h.cbMipInterrupt.unsubscribe(stop)
 
 
 @dataclass(frozen=True)
@@ -49,11 +84,14 @@ def solve(
     feasibility_tolerance: float = 1e-6,
     start: FloatArray | None = None,
     presolve: bool = False,
+    column_upper: FloatArray | None = None,
+    deadline: Deadline | None = None,
 ) -> Solution:
-    """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <= 1,
-    x binary when ``integer``, to a proven optimum (zero gap). ``start``: a
-    feasible x the MIP search begins from (an upper bound on the search's work,
-    never its answer unless it is optimal)."""
+    """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <=
+    column_upper (default 1), x integer when ``integer``, to a proven optimum (zero
+    gap). ``start``: a feasible x the MIP search begins from (an upper bound on the
+    search's work, never its answer unless it is optimal). ``deadline``: when to
+    stop (default: ``time_limit_s`` from now)."""
     import highspy
     import scipy.sparse as sp
 
@@ -64,22 +102,21 @@ def solve(
     with quiet_stdout():
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(max(time_limit_s, 0.0)))
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("mip_feasibility_tolerance", feasibility_tolerance)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tolerance)
     if integer and not presolve:
-        # Measured on the fleet's multiple-choice programs (benchmarks/fleet.py, three
-        # fleets of 100 jobs): HiGHS's MIP presolve cost more than it saved, 9.9 s of
-        # solves with it against 5.8 s without; the answers were the same.
         h.setOptionValue("presolve", "off")
     lp = highspy.HighsLp()
     lp.num_col_ = n
     lp.num_row_ = csc.shape[0]
     lp.col_cost_ = np.asarray(objective, dtype=float)
     lp.col_lower_ = np.zeros(n)
-    lp.col_upper_ = np.ones(n) if integer else np.full(n, math.inf)
+    if column_upper is not None:
+        lp.col_upper_ = np.asarray(column_upper, dtype=float)
+    else:
+        lp.col_upper_ = np.ones(n) if integer else np.full(n, math.inf)
     lp.row_lower_ = np.full(csc.shape[0], -math.inf)
     lp.row_upper_ = np.asarray(upper, dtype=float)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
@@ -98,7 +135,7 @@ def solve(
         given.col_value = list(np.asarray(start, dtype=float))
         given.value_valid = True
         h.setSolution(given)
-    with quiet_stdout():
+    with quiet_stdout(), (deadline or Deadline(time_limit_s)).watching(h):
         h.run()
     seconds = time.perf_counter() - began
     model = h.getModelStatus()
@@ -124,6 +161,65 @@ def solve(
         duals,
         seconds,
     )
+
+
+class GrowingLP:
+    """An LP relaxation ``max c @ x, rows @ x <= upper, x >= 0`` that grows: columns
+    (column generation) and rows (cuts) are added to the model HiGHS holds, and
+    each solve starts from the last one's basis."""
+
+    def __init__(self, upper: FloatArray) -> None:
+        import highspy
+
+        with quiet_stdout():
+            self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        n = len(upper)
+        self.h.addRows(n, np.full(n, -math.inf), np.asarray(upper, dtype=float), 0,
+                       np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
+                       np.zeros(0))  # fmt: skip
+        self.columns = 0
+        self.rows = n
+
+    def add_columns(self, objective: FloatArray, matrix: Any) -> None:
+        """Columns of ``matrix`` (scipy.sparse, every row of the model so far)."""
+        import scipy.sparse as sp
+
+        csc = sp.csc_matrix(matrix)
+        k = csc.shape[1]
+        if not k:
+            return
+        self.h.addCols(k, np.asarray(objective, dtype=float), np.zeros(k), np.full(k, math.inf),
+                       csc.nnz, csc.indptr[:-1].astype(np.int32), csc.indices.astype(np.int32),
+                       csc.data.astype(float))  # fmt: skip
+        self.columns += k
+
+    def add_rows(self, upper: FloatArray, matrix: Any) -> None:
+        """Rows of ``matrix`` (scipy.sparse, every column of the model so far)."""
+        import scipy.sparse as sp
+
+        csr = sp.csr_matrix(matrix)
+        n = csr.shape[0]
+        if not n:
+            return
+        self.h.addRows(n, np.full(n, -math.inf), np.asarray(upper, dtype=float), csr.nnz,
+                       csr.indptr[:-1].astype(np.int32), csr.indices.astype(np.int32),
+                       csr.data.astype(float))  # fmt: skip
+        self.rows += n
+
+    def solve(self, deadline: Deadline) -> tuple[str, FloatArray, FloatArray, float]:
+        """Status, x, the rows' duals (>= 0) and the objective."""
+        import highspy
+
+        with quiet_stdout(), deadline.watching(self.h):
+            self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return LIMIT_NO_INCUMBENT, np.zeros(0), np.zeros(0), math.nan
+        solution = self.h.getSolution()
+        x = np.asarray(solution.col_value, dtype=float)
+        duals = np.maximum(np.asarray(solution.row_dual, dtype=float), 0.0)
+        return OPTIMAL, x, duals, float(self.h.getInfo().objective_function_value)
 
 
 @contextlib.contextmanager

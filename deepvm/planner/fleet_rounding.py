@@ -1,0 +1,106 @@
+"""A feasible fleet plan without a solver (docs/ARCHITECTURE.md, "For the fleet"):
+the plan the fleet program has before any solve, and the one it rounds from the
+LP relaxation. Each class of identical jobs takes, slot by slot, its most
+valuable candidate that still fits the shared limits (in the order of its share
+of the relaxation), then a local search moves each pick to a better one that fits
+in what is left plus what it frees, until none gains."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deepvm.planner.offers import FloatArray
+
+TOLERANCE = 1e-9  # relative: a limit this close to full still holds
+PASSES = 10  # local-search passes at most; each gains or stops
+
+
+def fits_each(block: Any, left: FloatArray) -> np.ndarray:
+    """Per column of ``block`` (csc, limits x columns): whether it fits in ``left``."""
+    slack = left + TOLERANCE * np.maximum(np.abs(left), 1.0)
+    bad = block.data > slack[block.indices]
+    columns = np.repeat(np.arange(block.shape[1]), np.diff(block.indptr))
+    return np.bincount(columns[bad], minlength=block.shape[1]) == 0
+
+
+@dataclass(frozen=True)
+class RoundingState:
+    """The program's arrays, as rounding reads them."""
+
+    weight: FloatArray
+    owner: np.ndarray  # each column's class
+    count: FloatArray  # jobs per class
+    resources: Any  # csc: limits x columns
+    capacity: FloatArray
+
+    @functools.cached_property
+    def columns_of(self) -> list[np.ndarray]:
+        order = np.argsort(self.owner, kind="stable")
+        cuts = np.searchsorted(self.owner[order], np.arange(1, len(self.count)))
+        return np.split(order, cuts)
+
+    def block(self, c: int) -> Any:
+        return self._blocks.setdefault(c, self.resources[:, self.columns_of[c]].tocsc())
+
+    @functools.cached_property
+    def _blocks(self) -> dict[int, Any]:
+        return {}
+
+    def use(self, k: int) -> FloatArray:
+        out = np.zeros(self.resources.shape[0])
+        lo, hi = self.resources.indptr[k], self.resources.indptr[k + 1]
+        out[self.resources.indices[lo:hi]] = self.resources.data[lo:hi]
+        return out
+
+    def best_fit(self, c: int, room: FloatArray) -> int | None:
+        """The class's most valuable column (of positive weight) that fits ``room``."""
+        cols = self.columns_of[c]
+        ok = fits_each(self.block(c), room) & (self.weight[cols] > 0)
+        if not ok.any():
+            return None
+        choice = cols[ok]
+        return int(choice[np.argmax(self.weight[choice])])
+
+
+def rounded_plan(state: RoundingState, x: FloatArray) -> np.ndarray:
+    """A feasible plan near ``x`` (the relaxation's point over every column; zeros:
+    none), as columns, one per job that takes it."""
+    taken = np.floor(np.maximum(x, 0.0) + 1e-9).astype(np.int64)
+    plan = [int(k) for k in np.repeat(np.arange(len(x)), taken)]
+    used = np.asarray(state.resources @ taken.astype(float)).ravel()
+    left = state.capacity - used
+    slots = state.count - np.bincount(state.owner[plan], minlength=len(state.count))
+    share = np.bincount(state.owner, weights=np.maximum(x, 0.0) * state.weight,
+                        minlength=len(state.count))  # fmt: skip
+    best = np.zeros(len(state.count))
+    np.maximum.at(best, state.owner, state.weight)
+    for c in np.lexsort((-best, -share)):
+        for _ in range(round(slots[c])):
+            k = state.best_fit(int(c), left)
+            if k is None:
+                break
+            left = left - state.use(k)
+            plan.append(k)
+    return _improve(state, plan, left)
+
+
+def _improve(state: RoundingState, plan: list[int], left: FloatArray) -> np.ndarray:
+    """Local search (module docstring): a better start lets the relaxation's bound
+    leave out more columns."""
+    plan = sorted(plan, key=lambda k: (int(state.owner[k]), k))
+    for _ in range(PASSES):
+        gained = False
+        for i, mine in enumerate(plan):
+            room = left + state.use(mine)
+            k = state.best_fit(int(state.owner[mine]), room)
+            if k is not None and state.weight[k] > state.weight[mine] + 1e-12:
+                left = room - state.use(k)
+                plan[i] = k
+                gained = True
+        if not gained:
+            break
+    return np.array(sorted(plan), dtype=np.int64)
