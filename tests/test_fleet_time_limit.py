@@ -18,7 +18,7 @@ import pytest
 
 from deepvm.cli import main
 from deepvm.config import JobSpec
-from deepvm.planner import Inputs, fleet_program, highs
+from deepvm.planner import Inputs, fleet_model, fleet_program, highs
 from deepvm.planner.fleet_plan import plan_fleet
 from deepvm.planner.fleet_types import RegisteredJob
 
@@ -63,23 +63,23 @@ def stop_in(monkeypatch, stage: str) -> StageClock:
             super().__init__(seconds, clock)
 
     monkeypatch.setattr(fleet_program, "Deadline", OnStageClock)
-    real_lp, real_mip = highs.GrowingLP.solve, highs.solve
+    real_lp, real_mip = highs.GrowingLP.solve, fleet_model.solve_integer
 
     def lp(self, deadline):
         if stage == "relaxation":
             clock.expire()
         return real_lp(self, deadline)
 
-    def mip(objective, rows, upper, *, maximise, integer, **options):
+    def mip(objective, maximise, *args, **options):
         if (stage == "value" and maximise) or (stage == "cost" and not maximise):
             clock.expire()
         if stage == "no-plan" and maximise:
             clock.expire()
-            return highs.Solution(highs.LIMIT_NO_INCUMBENT, np.zeros(0), np.nan, np.zeros(0), 5)
-        return real_mip(objective, rows, upper, maximise=maximise, integer=integer, **options)
+            return fleet_model.Outcome(highs.LIMIT_NO_INCUMBENT, np.zeros(0), 0.0)
+        return real_mip(objective, maximise, *args, **options)
 
     monkeypatch.setattr(highs.GrowingLP, "solve", lp)
-    monkeypatch.setattr(highs, "solve", mip)
+    monkeypatch.setattr(fleet_model, "solve_integer", mip)
     return clock
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from deepvm.planner import highs
+from deepvm.planner import fleet_model, highs
 from deepvm.planner.fleet_rounding import RoundingState, fits_each, rounded_plan
 from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.offers import FloatArray
@@ -188,6 +188,7 @@ class _Program:
     deadline: Deadline
     cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
     cut_rhs: FloatArray | None = None
+    timing: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds, by step
 
     def with_cuts(self, cuts: Any, rhs: FloatArray) -> _Program:
         return dataclasses.replace(self, cuts=cuts, cut_rhs=rhs)
@@ -206,8 +207,10 @@ class _Program:
     ) -> ProgramResult:
         rows = len(self.count) + len(self.capacity)
         value = self.value(plan)
+        # Proven optimal: the best bound is the value itself.
+        bound = value if status == OPTIMAL else max(bound, value)
         return ProgramResult(
-            status, np.sort(plan), value, variables, rows, max(bound, value), stages
+            status, np.sort(plan), value, variables, rows, bound, {**stages, **self.timing}
         )
 
     # --- the relaxation ---------------------------------------------------------
@@ -282,39 +285,39 @@ class _Program:
             np.array([c.rhs for c in cuts]),
         )  # fmt: skip
 
+    def constraints(self, floor: float | None = None) -> list[fleet_model.Constraint]:
+        """The program's rows as constraint objects (deepvm.planner.fleet_model)."""
+        out: list[fleet_model.Constraint] = [
+            fleet_model.PerClass(self.owner, self.count),
+            fleet_model.SharedLimits(self.resources, self.capacity, self.count[self.owner]),
+        ]
+        if self.cuts is not None and self.cuts.shape[0]:
+            assert self.cut_rhs is not None
+            out.append(fleet_model.Cuts(self.cuts, self.cut_rhs))
+        if floor is not None:
+            slack = LEXICOGRAPHIC_RTOL * max(abs(floor), 1.0)
+            out.append(fleet_model.ValueFloor(self.weight, floor, slack))
+        return out
+
     def cheap_enough(self, columns: np.ndarray, floor: float, plan: np.ndarray) -> np.ndarray:
         """Of ``columns``, those that can be in a plan worth ``floor`` that costs no more
         than ``plan``: by the cost stage's own relaxation (least cost c subject to the
         value floor, with the cuts), a plan holding column k costs at least c + d_k
         (d: its reduced costs). Where the relaxation does not finish, every column."""
+        import time
+
         columns = np.union1d(columns, plan).astype(np.int64)
-        classes, shared = len(self.count), self.resources.shape[0]
-        cuts = self.cuts if self.cuts is not None else sp.csr_matrix((0, len(self.weight)))
-        rhs = self.cut_rhs if self.cut_rhs is not None else np.zeros(0)
-        upper = np.concatenate([self.count, self.capacity, rhs, [-floor]])
-        lp = highs.GrowingLP(upper)
-        one = sp.csr_matrix(
-            (np.ones(len(columns)), (self.owner[columns], np.arange(len(columns)))),
-            shape=(classes, len(columns)),
+        began = time.perf_counter()
+        relaxed = fleet_model.least_cost_relaxation(
+            self.cost, self.constraints(floor), columns, self.deadline
         )
-        value_row = sp.csr_matrix(-self.weight[columns])
-        lp.add_columns(-self.cost[columns], sp.vstack(
-            [one, self.resources[:, columns], cuts[:, columns], value_row]))  # fmt: skip
-        status, _, duals, z = lp.solve(self.deadline)
-        if status != OPTIMAL:
+        self.timing["cost relaxation"] = time.perf_counter() - began
+        if relaxed is None:
             return columns
-        least = -z
-        # Minus each column's reduced cost in that maximisation of -cost (>= 0 at its
-        # optimum): what taking the column adds, at least, to the least cost.
-        d = self.cost[columns] + (
-            duals[:classes][self.owner[columns]]
-            + self.resources[:, columns].T @ duals[classes : classes + shared]
-            + cuts[:, columns].T @ duals[classes + shared : -1]
-            - duals[-1] * self.weight[columns]
-        )
+        least, added = relaxed
         ceiling = self.cost_of(plan)
         margin = 1e-6 * max(1.0, abs(ceiling))
-        keep = least + np.maximum(d, 0.0) <= ceiling + margin
+        keep = least + np.maximum(added, 0.0) <= ceiling + margin
         return np.union1d(columns[keep], plan).astype(np.int64)
 
     # --- the integer program ----------------------------------------------------
@@ -329,64 +332,31 @@ class _Program:
     ) -> tuple[str, np.ndarray | None]:
         """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``
         (each taken up to its class's count); the status and the plan (a column once
-        per job). ``start``: a plan known to be feasible, where the search begins.
-        HiGHS runs at its default tolerance (1e-6); an answer that breaks a row by
+        per job). ``start``: a plan known to be feasible: its columns are among those
+        searched. HiGHS runs at its default tolerance (1e-6); an answer that breaks a row by
         more than float noise is solved again at 1e-9."""
         columns = np.unique(np.concatenate([columns, start if start is not None else []]))
         columns = columns.astype(np.int64)
-        w, c = self.weight[columns], self.cost[columns]
-        classes = len(self.count)
-        local = np.unique(self.owner[columns], return_inverse=True)[1]
-        present = np.unique(self.owner[columns])
-        jobs = sp.csr_matrix(
-            (np.ones(len(columns)), (local, np.arange(len(columns)))),
-            shape=(len(present), len(columns)),
-        )
-        shared = self.resources[:, columns].tocsr()
-        upper_cols = self.count[self.owner[columns]]
-        # Rows that can bind: a class whose columns' bounds already hold it, and a
-        # limit every column together keeps, cannot.
-        open_jobs = np.flatnonzero(np.asarray(jobs @ upper_cols).ravel() > self.count[present])
-        tight = np.flatnonzero(np.asarray(shared @ upper_cols).ravel() > self.capacity)
-        blocks = [jobs[open_jobs], shared[tight]]
-        upper = [self.count[present][open_jobs], self.capacity[tight]]
-        if self.cuts is not None and self.cuts.shape[0]:
-            assert self.cut_rhs is not None
-            blocks.append(self.cuts[:, columns])
-            upper.append(self.cut_rhs)
-        if floor is not None:
-            # value >= floor, as -value <= -floor, scaled so that HiGHS's feasibility
-            # tolerance (1e-6) is a tenth of the tie tolerance on the value.
-            scale = 1e-5 / (LEXICOGRAPHIC_RTOL * max(abs(floor), 1.0))
-            blocks.append(sp.csr_matrix(-w * scale))
-            upper.append(np.array([-floor * scale]))
-        matrix = sp.vstack(blocks).tocsr()
-        bounds = np.concatenate(upper)
-        initial = None
-        if start is not None:
-            at = {int(k): i for i, k in enumerate(columns)}
-            initial = np.zeros(len(columns))
-            np.add.at(initial, [at[int(k)] for k in start], 1.0)
-        del classes
         out = None
         for tolerance in (1e-6, 1e-9):
-            out = highs.solve(
-                w if maximise else c,
-                matrix,
-                bounds,
-                maximise=maximise,
-                integer=True,
-                feasibility_tolerance=tolerance,
-                start=initial,
-                # The value search with HiGHS's presolve (measured, benchmarks/fleet.py,
-                # three clouds, 100 jobs: its restarts shrink the program to a tenth;
-                # without it the same solve took 2.2x the CPU). Not the cost stage:
-                # there HiGHS 1.16's presolve returned a dearer plan as optimal
-                # (tests/test_fleet_program.py has the case).
-                presolve=maximise,
-                column_upper=upper_cols,
+            out = fleet_model.solve_integer(
+                self.weight if maximise else self.cost,
+                maximise,
+                self.constraints(floor),
+                columns,
+                self.count[self.owner[columns]],
+                # With HiGHS's presolve (measured, benchmarks/fleet.py, three clouds, 100
+                # jobs: its restarts shrink the program to a tenth; without it the value
+                # search took 2.2x the CPU) and no start: HiGHS 1.16, given both, returned
+                # its start as optimal where a cheaper plan of the same value was there
+                # (tests/test_fleet_program.py has the case). The known plan stays ours:
+                # kept where HiGHS finds none better.
+                start=None,
+                presolve=True,
                 deadline=self.deadline,
+                feasibility_tolerance=tolerance,
             )
+            self.timing["cvxpy"] = self.timing.get("cvxpy", 0.0) + out.compile_s
             if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
                 return out.status, None
             taken = np.maximum(np.round(out.values), 0.0).astype(np.int64)

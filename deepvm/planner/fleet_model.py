@@ -1,0 +1,190 @@
+"""The fleet program as a user reads and changes it: stated in cvxpy
+(docs/ARCHITECTURE.md, "For the fleet"). Each constraint is an object that
+compiles itself into cvxpy over the columns a solve ranges over (as cvxportfolio's
+constraints do); the integer program and the cost stage's relaxation are cvxpy
+problems solved by HiGHS. The relaxation that grows by columns and cuts as it
+goes talks to HiGHS directly (deepvm.planner.highs.GrowingLP).
+
+An integer program is compiled by cvxpy to HiGHS's standard form and handed to
+``deepvm.planner.highs.solve``, which starts HiGHS from a known plan and stops it
+at the deadline by its interrupt callback (cvxpy's own HiGHS call offers
+neither)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from deepvm.planner import highs
+from deepvm.planner.highs import OPTIMAL, Deadline
+from deepvm.planner.offers import FloatArray
+
+
+class Constraint:
+    """A family of rows of the fleet program, ``matrix @ x <= upper`` over the
+    columns a solve ranges over; it compiles itself into cvxpy."""
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        """Its rows over ``columns``: a sparse matrix and their upper bounds. Rows
+        that cannot bind there are left out."""
+        raise NotImplementedError
+
+    def cvxpy(self, x: Any, columns: np.ndarray) -> list[Any]:
+        """Its rows as cvxpy constraints on ``x``, the columns' variable."""
+        matrix, upper = self.rows(columns)
+        return [matrix @ x <= upper] if matrix.shape[0] else []
+
+
+@dataclass(frozen=True)
+class PerClass(Constraint):
+    """At most ``count[c]`` clusters for class c (one per job of the class)."""
+
+    owner: np.ndarray
+    count: FloatArray
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        present, local = np.unique(self.owner[columns], return_inverse=True)
+        upper = self.count[present]
+        matrix = sp.csr_matrix(
+            (np.ones(len(columns)), (local, np.arange(len(columns)))),
+            shape=(len(present), len(columns)),
+        )
+        # A class whose columns' own bounds already keep it is no row.
+        binding = np.asarray(matrix @ self.count[self.owner[columns]]).ravel() > upper
+        return matrix[binding], upper[binding]
+
+
+@dataclass(frozen=True)
+class SharedLimits(Constraint):
+    """The shared resources: every limited quota key (in its unit) and the team
+    budget, ``usage @ x <= capacity``."""
+
+    usage: Any  # csc: limits x columns
+    capacity: FloatArray
+    upper: FloatArray  # each column's own bound (its class's count)
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        matrix = self.usage[:, columns].tocsr()
+        # A limit that every column together keeps cannot bind.
+        binding = np.asarray(matrix @ self.upper[columns]).ravel() > self.capacity
+        return matrix[binding], self.capacity[binding]
+
+
+@dataclass(frozen=True)
+class Cuts(Constraint):
+    """Valid inequalities found on the way (mixed-integer rounding cuts)."""
+
+    matrix: Any  # csr: cuts x columns
+    rhs: FloatArray
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        return self.matrix[:, columns], self.rhs
+
+
+@dataclass(frozen=True)
+class ValueFloor(Constraint):
+    """The plan's value at least ``floor`` (the cost stage keeps the best value),
+    as -value <= -floor, scaled so that HiGHS's feasibility tolerance (1e-6) is a
+    tenth of ``slack``, the tie tolerance on the value."""
+
+    weight: FloatArray
+    floor: float
+    slack: float
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        scale = 1e-5 / self.slack
+        return sp.csr_matrix(-scale * self.weight[columns]), np.array([-scale * self.floor])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    values: FloatArray  # per column; empty unless a solution exists
+    compile_s: float  # cvxpy's share: stating and compiling the problem
+
+
+def solve_integer(
+    objective: FloatArray,
+    maximise: bool,
+    constraints: list[Constraint],
+    columns: np.ndarray,
+    upper: FloatArray,
+    *,
+    start: FloatArray | None,
+    deadline: Deadline,
+    feasibility_tolerance: float,
+    presolve: bool,
+) -> Outcome:
+    """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
+    cvxpy and solved by HiGHS from ``start``."""
+    import time
+
+    import cvxpy as cp
+
+    began = time.perf_counter()
+    n = len(columns)
+    x = cp.Variable(n, integer=True, bounds=[np.zeros(n), np.asarray(upper, dtype=float)])
+    rows = [row for c in constraints for row in c.cvxpy(x, columns)]
+    goal = objective[columns] @ x
+    problem = cp.Problem(cp.Maximize(goal) if maximise else cp.Minimize(goal), rows)
+    data, _, _ = problem.get_problem_data(cp.HIGHS)
+    compile_s = time.perf_counter() - began
+    # The standard form: minimise c @ x subject to A x <= b (no equalities), x in
+    # its bounds; x is the one variable, its columns first and in order.
+    if data["dims"].zero or len(data["c"]) != n:
+        raise AssertionError("the fleet program compiled to an unexpected standard form")
+    out = highs.solve(
+        np.asarray(data["c"], dtype=float),
+        data["A"],
+        np.asarray(data["b"], dtype=float),
+        maximise=False,
+        integer=True,
+        start=start,
+        presolve=presolve,
+        feasibility_tolerance=feasibility_tolerance,
+        column_upper=np.asarray(data["upper_bounds"], dtype=float),
+        deadline=deadline,
+    )
+    return Outcome(out.status, out.values, compile_s)
+
+
+def least_cost_relaxation(
+    cost: FloatArray, constraints: list[Constraint], columns: np.ndarray, deadline: Deadline
+) -> tuple[float, FloatArray] | None:
+    """The cost stage's LP relaxation over ``columns``: its least cost and each
+    column's reduced cost (>= 0: what taking it adds, at least, to the least cost);
+    None where HiGHS did not finish in time."""
+    import cvxpy as cp
+
+    x = cp.Variable(len(columns), nonneg=True)
+    stated = [(c.rows(columns), c) for c in constraints]
+    rows = [m @ x <= u for (m, u), _ in stated if m.shape[0]]
+    problem = cp.Problem(cp.Minimize(cost[columns] @ x), rows)
+    try:
+        with highs.quiet_stdout():
+            problem.solve(solver=cp.HIGHS, time_limit=max(deadline.left(), 0.0))
+    except cp.error.SolverError:
+        return None
+    if problem.status != cp.OPTIMAL:
+        return None
+    reduced = np.asarray(cost[columns], dtype=float).copy()
+    matrices = [m for (m, _), _ in stated if m.shape[0]]
+    for matrix, row in zip(matrices, rows, strict=True):  # c + A' y, y >= 0 per row
+        reduced += matrix.T @ np.maximum(np.asarray(row.dual_value, dtype=float).ravel(), 0.0)
+    return float(problem.value), reduced
+
+
+__all__ = [
+    "OPTIMAL",
+    "Constraint",
+    "Cuts",
+    "Outcome",
+    "PerClass",
+    "SharedLimits",
+    "ValueFloor",
+    "least_cost_relaxation",
+    "solve_integer",
+]
