@@ -117,9 +117,11 @@ def solve_integer(
     deadline: Deadline,
     feasibility_tolerance: float,
     presolve: bool,
+    cutoff: float | None = None,
 ) -> Outcome:
     """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
-    cvxpy and solved by HiGHS from ``start``."""
+    cvxpy and solved by HiGHS from ``start``. ``cutoff``: only plans whose objective
+    is better than this are sought (none: ``infeasible``)."""
     import time
 
     import cvxpy as cp
@@ -147,6 +149,8 @@ def solve_integer(
         feasibility_tolerance=feasibility_tolerance,
         column_upper=np.asarray(data["upper_bounds"], dtype=float),
         deadline=deadline,
+        # cvxpy states a maximisation as the minimisation of its negation
+        cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
     )
     return Outcome(out.status, out.values, compile_s)
 

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from deepvm.planner import fleet_model, highs
 from deepvm.planner.fleet_rounding import RoundingState, fits_each, rounded_plan
-from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner.highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
@@ -355,7 +355,12 @@ class _Program:
                 presolve=True,
                 deadline=self.deadline,
                 feasibility_tolerance=tolerance,
+                # What the known plan proves instead of a start: only plans at least
+                # as good as it (to the tie tolerance) are sought.
+                cutoff=self._cutoff(start, maximise),
             )
+            if out.status == INFEASIBLE and start is not None:
+                return OPTIMAL, start  # none as good as the known plan: it is the best
             self.timing["cvxpy"] = self.timing.get("cvxpy", 0.0) + out.compile_s
             if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
                 return out.status, None
@@ -365,6 +370,13 @@ class _Program:
                 return out.status, plan
         assert out is not None
         return out.status, None
+
+    def _cutoff(self, start: np.ndarray | None, maximise: bool) -> float | None:
+        if start is None:
+            return None
+        known = self.value(start) if maximise else self.cost_of(start)
+        slack = LEXICOGRAPHIC_RTOL * max(abs(known), 1.0)
+        return known - slack if maximise else known + slack
 
     def _holds(self, plan: np.ndarray, floor: float | None) -> bool:
         per_class = np.bincount(self.owner[plan], minlength=len(self.count))

@@ -86,12 +86,15 @@ def solve(
     presolve: bool = False,
     column_upper: FloatArray | None = None,
     deadline: Deadline | None = None,
+    cutoff: float | None = None,
 ) -> Solution:
     """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <=
     column_upper (default 1), x integer when ``integer``, to a proven optimum (zero
     gap). ``start``: a feasible x the MIP search begins from (an upper bound on the
     search's work, never its answer unless it is optimal). ``deadline``: when to
-    stop (default: ``time_limit_s`` from now)."""
+    stop (default: ``time_limit_s`` from now). ``cutoff``: only plans better than
+    this objective are sought (a known plan's value, without the plan): none
+    found is ``infeasible``."""
     import highspy
     import scipy.sparse as sp
 
@@ -103,6 +106,8 @@ def solve(
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", 0.0)
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", float(cutoff))
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("mip_feasibility_tolerance", feasibility_tolerance)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tolerance)
