@@ -147,7 +147,7 @@ def solve_integer(
         start=start,
         presolve=presolve,
         feasibility_tolerance=feasibility_tolerance,
-        column_upper=np.asarray(data["upper_bounds"], dtype=float),
+        column_upper=np.asarray(upper, dtype=float),  # x's own bounds, as stated
         deadline=deadline,
         # cvxpy states a maximisation as the minimisation of its negation
         cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
