@@ -168,9 +168,11 @@ def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
     rows: dict[JobSpec, PlannerRows] = {}
     caps: dict[JobSpec, float] = {}
     options: dict[tuple[JobSpec, float], JobOptions] = {}
-    for w in work:
+    last: dict[JobSpec, int] = {}  # each spec's last job: its rows go after it
+    for i, w in enumerate(work):
         caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
-    for w in work:
+        last[job_spec(w.job.spec, {})] = i
+    for i, w in enumerate(work):
         spec = job_spec(w.job.spec, {})
         try:
             if spec.workload not in offers_by_workload:
@@ -199,6 +201,9 @@ def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
             w.options = options[spec, w.job.budget]
         except DeepvmError as exc:  # an unknown workload, say: this job only
             w.note = str(exc)
+        finally:
+            if last[spec] == i:  # every cluster of a spec, dense by quota key: ~5 MB
+                rows.pop(spec, None)
 
 
 def _score(planner: Planner, config: Config) -> float:

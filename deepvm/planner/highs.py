@@ -45,6 +45,13 @@ class Deadline:
     def passed(self) -> bool:
         return self.clock() >= self.ends
 
+    def share(self, fraction: float) -> Deadline:
+        """A deadline for one step: ``fraction`` of the time left, on the same clock."""
+        part = Deadline(0.0, self.clock)
+        part.seconds = fraction * self.left()
+        part.ends = min(part.ends + part.seconds, self.ends)
+        return part
+
     @contextlib.contextmanager
     def watching(self, h: Any) -> Iterator[None]:
         """While ``h`` (a highspy.Highs) runs: stopped once the deadline has passed,
