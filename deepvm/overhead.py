@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MODEL_PARAMS: dict[str, tuple[str, ...]] = {
-    "deepvm": ("a", "b", "c"),
+    # The paper's K(n) is S(n) over its tangent at b, in which the plateau c cancels:
+    # (a, b) are the model's parameters (a model stored with a c reads the same).
+    "deepvm": ("a", "b"),
     "logistic": ("a", "b", "c"),
     "amdahl": ("p",),
     "usl": ("alpha", "beta"),
@@ -59,8 +61,10 @@ class SpeedupModel:
         bad = [p for p in MODEL_PARAMS[self.kind] if not math.isfinite(self.params[p])]
         if bad:
             raise InputError(f"overhead model {self.kind!r}: parameter(s) {bad} not finite")
-        if self.kind in ("deepvm", "logistic") and (self.params["a"] <= 0 or self.params["c"] <= 0):
-            raise InputError(f"overhead model {self.kind!r} needs a > 0 and c > 0")
+        if self.kind == "logistic" and (self.params["a"] <= 0 or self.params["c"] <= 0):
+            raise InputError("overhead model 'logistic' needs a > 0 and c > 0")
+        if self.kind == "deepvm" and self.params["a"] <= 0:
+            raise InputError("overhead model 'deepvm' needs a > 0")
         if self.kind == "amdahl" and not 0 <= self.params["p"] <= 1:
             raise InputError("overhead model 'amdahl' needs 0 <= p <= 1")
         if self.kind == "usl" and (self.params["alpha"] < 0 or self.params["beta"] < 0):
@@ -86,15 +90,17 @@ def logistic(n: npt.ArrayLike, a: float, b: float, c: float) -> npt.NDArray[np.f
         return c / (1.0 + np.exp(-a * (x - b)))
 
 
-def deepvm_factor(n: npt.ArrayLike, a: float, b: float, c: float) -> npt.NDArray[np.float64]:
+def deepvm_factor(n: npt.ArrayLike, a: float, b: float) -> npt.NDArray[np.float64]:
     """The paper's scaling factor K(n): 1 up to the inflection point b, then the
-    logistic over its tangent at b, L(n) = (a c / 4)(n - b) + c / 2."""
+    logistic S(n) = c / (1 + exp(-a (n - b))) over its tangent at b, L(n) = (a c / 4)
+    (n - b) + c / 2, in which c cancels: K(n) = 1 / ((1 + exp(-a (n - b))) ((a / 4)
+    (n - b) + 1 / 2))."""
     x = np.asarray(n, dtype=float)
-    tangent = (a * c / 4.0) * (x - b) + c / 2.0
+    tangent = (a / 4.0) * (x - b) + 0.5
     beyond = x > b
     # Evaluate S/L only where it is used: L can be <= 0 for n far below b.
     safe_tangent = np.where(beyond, tangent, 1.0)
-    return np.where(beyond, logistic(x, a, b, c) / safe_tangent, 1.0)
+    return np.where(beyond, logistic(x, a, b, 1.0) / safe_tangent, 1.0)
 
 
 def speedup(model: SpeedupModel, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -106,7 +112,7 @@ def speedup(model: SpeedupModel, n: npt.ArrayLike) -> npt.NDArray[np.float64]:
     if model.kind == "linear":
         s = x.copy()
     elif model.kind == "deepvm":
-        s = x * deepvm_factor(x, p["a"], p["b"], p["c"])
+        s = x * deepvm_factor(x, p["a"], p["b"])
     elif model.kind == "logistic":
         s = logistic(x, p["a"], p["b"], p["c"])
     elif model.kind == "amdahl":

@@ -454,8 +454,8 @@ def _same_curve(a: dict[str, str], b: dict[str, str], rtol: float) -> bool:
     from deepvm.overhead import deepvm_factor
 
     n = np.arange(1, 257)
-    first = deepvm_factor(n, *(float(a[k]) for k in ("a", "b", "c")))
-    second = deepvm_factor(n, *(float(b[k]) for k in ("a", "b", "c")))
+    first = deepvm_factor(n, *(float(a[k]) for k in ("a", "b")))
+    second = deepvm_factor(n, *(float(b[k]) for k in ("a", "b")))
     return bool(np.allclose(first, second, rtol=rtol, atol=1e-9))
 
 

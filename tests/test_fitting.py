@@ -267,3 +267,36 @@ def test_the_deepvm_kind_is_fitted_on_its_own_curve(speedups):
     assert deepvm.model.params != fits["logistic"].model.params
     curve = deepvm.model([1, 2, 3, 4, 5, 6])
     assert max(abs(c - s) for c, s in zip(curve, speedups, strict=True)) < 0.25
+
+
+@pytest.mark.parametrize(
+    ("kind", "theta"),
+    [
+        ("amdahl", [0.9]),
+        ("usl", [0.03, 0.0008]),
+        ("logistic", [0.25, 14.0, 12.0]),
+        ("deepvm", [0.14, 5.5]),
+        ("deepvm", [0.3, -4.0]),
+    ],
+)
+def test_the_fits_analytic_jacobians_match_the_models(kind, theta):
+    """The values are the models' own (deepvm.overhead.speedup), and the Jacobian
+    the fits use agrees with central differences of them."""
+    from deepvm.fitting import _model_and_jacobian
+    from deepvm.overhead import MODEL_PARAMS
+
+    n = np.array(NODES, dtype=float) + 0.37 * (np.array(NODES) > 1)  # off the kink at b
+    names = MODEL_PARAMS[kind]
+    values, jac = _model_and_jacobian(kind, np.array(theta), n)
+    model = SpeedupModel(kind, dict(zip(names, theta, strict=True)))
+    assert np.allclose(values, model(n), rtol=1e-12)
+    for j in range(len(theta)):
+        h = 1e-6 * max(1.0, abs(theta[j]))
+        up, down = list(theta), list(theta)
+        up[j] += h
+        down[j] -= h
+        numeric = (
+            SpeedupModel(kind, dict(zip(names, up, strict=True)))(n)
+            - SpeedupModel(kind, dict(zip(names, down, strict=True)))(n)
+        ) / (2 * h)
+        assert np.allclose(jac[:, j], numeric, rtol=1e-5, atol=1e-7), (kind, names[j])

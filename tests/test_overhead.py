@@ -42,13 +42,16 @@ def test_logistic_hand_values_and_s1_is_one():
 def test_deepvm_factor_and_speedup_hand_values():
     a, b, c = 0.5, 4.0, 10.0
     # n <= b: K = 1, s = n
-    assert deepvm_factor([1, 3, 4], a, b, c).tolist() == [1, 1, 1]
+    assert deepvm_factor([1, 3, 4], a, b).tolist() == [1, 1, 1]
     # n = 6: S = 10 / (1 + e^-1) = 7.310586, L = (a c / 4)(6 - 4) + c / 2 = 7.5
-    k6 = deepvm_factor([6], a, b, c)[0]
+    k6 = deepvm_factor([6], a, b)[0]
     assert k6 == pytest.approx(7.310585786 / 7.5)
-    s = SpeedupModel("deepvm", {"a": a, "b": b, "c": c})([1, 3, 4, 6])
+    s = SpeedupModel("deepvm", {"a": a, "b": b})([1, 3, 4, 6])
     assert s.tolist()[:3] == [1, 3, 4]
     assert s[3] == pytest.approx(6 * 7.310585786 / 7.5)
+    # A model stored with the plateau c (it cancels) reads the same curve.
+    old = SpeedupModel("deepvm", {"a": a, "b": b, "c": c})([1, 3, 4, 6])
+    assert old.tolist() == s.tolist()
 
 
 def test_deepvm_paper_g4dn_is_linear_until_inflection():
@@ -63,7 +66,8 @@ def test_deepvm_paper_g4dn_is_linear_until_inflection():
     [
         ("amdahl", {"p": 1.5}),
         ("usl", {"alpha": -1, "beta": 0}),
-        ("deepvm", {"a": 1, "b": 1}),
+        ("deepvm", {"a": 0, "b": 1}),
+        ("deepvm", {"a": 1}),
         ("logistic", {"a": 0, "b": 1, "c": 1}),
         ("nope", {}),
     ],
