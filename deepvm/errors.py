@@ -9,9 +9,16 @@ what is wrong and, where it can, how to fix it; the CLI prints it and exits 2.
     │   └── OutputError          an output file (--out, --plot) cannot be written there
     ├── InfeasibleError          no cluster satisfies the constraints
     ├── SolverError              the solver stopped without a verified optimum
-    ├── SourceUnavailableError   a price source failed (exit status 1: not the input's fault)
-    └── LaunchError              a launch step failed in the cloud (exit status 1); the
-                                 message names what still runs and how to tear it down
+    ├── SourceUnavailableError   a source failed (exit status 1: not the input's fault):
+    │                            a price source, a feed of the wrong shape
+    │                            (catalog.http.SourceUnavailable, FeedError), a
+    │                            checkpoint version that arrived damaged (CorruptVersion)
+    ├── LaunchError              a launch step failed in the cloud (exit status 1); the
+    │                            message names what still runs and how to tear it down
+    └── InternalError            deepvm's own check of its answer failed: a bug (exit 70)
+
+Bad input also covers a checkpoint version too large for its folder (CapacityError)
+and a flow run the library refused (flows' RefusedRun).
 """
 
 from __future__ import annotations
@@ -101,6 +108,16 @@ class SourceUnavailableError(DeepvmError):
     """A price source did not answer usefully within its deadline and retries."""
 
     exit_status = 1
+
+
+class InternalError(DeepvmError):
+    """An answer that fails deepvm's own verification (a plan over a quota, a
+    cluster past its budget): a bug in deepvm, never the input's fault."""
+
+    exit_status = 70  # EX_SOFTWARE
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(f"{message} (a bug in deepvm: please report it with the command)")
 
 
 class LaunchError(DeepvmError):

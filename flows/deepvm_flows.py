@@ -30,7 +30,7 @@ from deepvm.config import (
     JobSpec,
     Objective,
 )
-from deepvm.errors import DeepvmError, ParameterError, SourceUnavailableError
+from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
 from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
 from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.results import WHAT_IF
@@ -80,7 +80,7 @@ def _artifact_key(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
 
 
-class RefusedRun(ValueError):
+class RefusedRun(InputError):
     """A request the library refused (bad input, nothing feasible), in one line
     that names the form's fields."""
 

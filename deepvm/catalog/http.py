@@ -15,6 +15,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from deepvm.errors import SourceUnavailableError
+
 # Throttling and server errors: the next attempt may well succeed.
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 # No single request waits longer than this, even with a long deadline.
@@ -24,7 +26,7 @@ T = TypeVar("T")
 _deadline = threading.local()
 
 
-class SourceUnavailable(Exception):
+class SourceUnavailable(SourceUnavailableError):
     """The source failed in a way another attempt will not mend."""
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from deepvm.catalog.common import Catalog, with_rows_from
 from deepvm.config import SPOT_ADVISOR_URL as PUBLIC_URL
-from deepvm.errors import InputError
+from deepvm.errors import InputError, SourceUnavailableError
 
 SOURCE_NAME = "aws-spot-advisor"
 OS = "Linux"
@@ -42,7 +42,7 @@ COLUMNS = (
 )
 
 
-class FeedError(ValueError):
+class FeedError(SourceUnavailableError):
     """The feed does not have the Advisor's shape."""
 
 

@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from deepvm.errors import InputError, SourceUnavailableError
+
 _DATA = re.compile(r"^(\d{12})\.ckpt$")
 
 
-class CapacityError(ValueError):
+class CapacityError(InputError):
     """A version that would not fit next to the versions the folder keeps."""
 
 
-class CorruptVersion(ValueError):
+class CorruptVersion(SourceUnavailableError):
     """Bytes whose length or SHA-256 is not what the writer said."""
 
 

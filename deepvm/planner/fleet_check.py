@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from deepvm.errors import SolverError
+from deepvm.errors import InternalError
 from deepvm.planner.api import Inputs
 from deepvm.planner.candidates import Config, cluster_words, hourly_cost
 from deepvm.planner.constraints import QuotaKey, quota_of, violations
@@ -62,7 +62,7 @@ def check(
     if team_budget is not None and total > team_budget * (1 + 1e-9) + 1e-9:
         broken.append(f"team budget: ${total:.4f}/h > ${team_budget:g}/h")
     if broken:
-        raise SolverError("fleet plan failed verification: " + "; ".join(broken))
+        raise InternalError("fleet plan failed verification: " + "; ".join(broken))
 
 
 def usage(

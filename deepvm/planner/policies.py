@@ -14,7 +14,12 @@ import numpy as np
 from deepvm.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.config import POLICIES as POLICIES
 from deepvm.config import Objective, Policy
-from deepvm.errors import InfeasibleError, InputError, ParameterError, SolverError
+from deepvm.errors import (
+    InfeasibleError,
+    InputError,
+    InternalError,
+    ParameterError,
+)
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
@@ -227,7 +232,7 @@ class Planner:
 
     def optimise(self, policy: str, budget: float, top: int = 1) -> list[tuple[Config, float]]:
         """Top-``top`` distinct configurations of an optimised policy, with seconds
-        each. Raises SolverError when an answer fails the independent check."""
+        each. Raises InternalError (a bug) when an answer fails the independent check."""
         allowed = self._allowed(policy)
         scores = self._scores[policy == Policy.DEEPVM_NOSCALE]
         start = time.perf_counter()
@@ -256,7 +261,7 @@ class Planner:
         if not within_budget(cost, budget):
             broken = [*broken, "budget"]
         if broken:
-            raise SolverError(
+            raise InternalError(
                 f"planner answer {cluster_words(self.offers, config)} failed verification: "
                 + ", ".join(broken)
             )
