@@ -80,7 +80,7 @@ def _artifact_key(*parts: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
 
 
-class RefusedRun(InputError):
+class RefusedRun(InputError, ValueError):  # ValueError: what API callers caught before
     """A request the library refused (bad input, nothing feasible), in one line
     that names the form's fields."""
 

@@ -34,7 +34,9 @@ def brute_force(weight, cost, owner, usage, capacity, team_budget, count):
         plan = [k for combo in choice for k in combo]
         used = dense[:, plan].sum(axis=1)
         spent = float(cost[plan].sum())
-        if (used > capacity + 1e-9).any() or (team_budget is not None and spent > team_budget):
+        # within float noise, as the program's own check (0.1 + 0.1 + 0.1 > 0.3)
+        over = team_budget is not None and spent > team_budget + 1e-9
+        if (used > capacity + 1e-9).any() or over:
             continue
         value = float(weight[plan].sum())
         if value > best[0] + 1e-9 or (abs(value - best[0]) <= 1e-9 and spent < best[1] - 1e-12):

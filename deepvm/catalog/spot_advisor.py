@@ -42,7 +42,7 @@ COLUMNS = (
 )
 
 
-class FeedError(SourceUnavailableError):
+class FeedError(SourceUnavailableError, ValueError):  # ValueError: as before
     """The feed does not have the Advisor's shape."""
 
 

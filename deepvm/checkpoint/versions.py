@@ -27,11 +27,11 @@ from deepvm.errors import InputError, SourceUnavailableError
 _DATA = re.compile(r"^(\d{12})\.ckpt$")
 
 
-class CapacityError(InputError):
+class CapacityError(InputError, ValueError):  # ValueError: as before
     """A version that would not fit next to the versions the folder keeps."""
 
 
-class CorruptVersion(SourceUnavailableError):
+class CorruptVersion(SourceUnavailableError, ValueError):  # ValueError: as before
     """Bytes whose length or SHA-256 is not what the writer said."""
 
 
