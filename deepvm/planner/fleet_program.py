@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from deepvm.planner import fleet_model, highs
-from deepvm.planner.fleet_rounding import RoundingState, fits_each, rounded_plan
+from deepvm.planner.fleet_rounding import RoundingState, rounded_plan
 from deepvm.planner.highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.offers import FloatArray
 
@@ -441,4 +441,4 @@ def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:
     return out
 
 
-__all__ = ["LEXICOGRAPHIC_RTOL", "ProgramResult", "fits_each", "solve"]
+__all__ = ["LEXICOGRAPHIC_RTOL", "ProgramResult", "solve"]
