@@ -89,10 +89,10 @@ def test_a_scenarios_file_may_say_what_runs(store, capsys, tmp_path):
     jobs.write_text(
         ALONE + 'running = "tiering: 2 x p3.8xlarge spot + 1 x t3.xlarge in us-east-1"\n'
     )
-    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    job = fleet_jobs(capsys, store, "--jobs", str(jobs))["resnet50-3usd"]
     assert job["decision"] == "move" and job["running_cluster"].startswith("tiering: 2 x p3.8x")
     jobs.write_text(ALONE + 'running = "2 x p3"\n')
-    assert main(["fleet", "--scenarios", str(jobs)]) == 2
+    assert main(["fleet", "--jobs", str(jobs)]) == 2
     assert "running: '2 x p3' is not a cluster" in capsys.readouterr().err
 
 
@@ -117,7 +117,7 @@ def test_the_change_report_says_stay_or_move_for_running_jobs(store, capsys, tmp
     (tmp_path / "alone.toml").write_text(ALONE)
     assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "3", "-q"]) == 0
     argv = ["nightly", "--store", store, "--date", "2026-12-03", "-q"]
-    assert main([*argv, "--scenarios", str(tmp_path / "alone.toml")]) == 0
+    assert main([*argv, "--jobs", str(tmp_path / "alone.toml")]) == 0
     capsys.readouterr()
     moved = change_report(Store.open(store), "2026-12-03").set_index("scenario").loc[
         "resnet50-3usd"
@@ -141,7 +141,7 @@ ALONE = '[[job]]\nname = "resnet50-3usd"\nworkload = "resnet50"\nbudget = 3.0\n'
 
 def test_a_running_job_stays_unless_moving_pays(store, capsys, tmp_path):
     (tmp_path / "alone.toml").write_text(ALONE)
-    alone = ["--scenarios", str(tmp_path / "alone.toml")]
+    alone = ["--jobs", str(tmp_path / "alone.toml")]
     before = fleet_jobs(capsys, store, *alone)["resnet50-3usd"]
     # Adopted on deepvm's third cluster (2 x p3.8xlarge), far below its best: it moves.
     assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "3", "-q"]) == 0
@@ -179,8 +179,8 @@ def test_a_running_cluster_over_budget_moves_unless_the_job_keeps_it(store, caps
     assert main(["adopt", "resnet50-3usd", "--store", store, "-q"]) == 0  # $2.63/h
     jobs = tmp_path / "jobs.toml"  # tonight, its budget is $2/h
     jobs.write_text('[[job]]\nname = "resnet50-3usd"\nworkload = "resnet50"\nbudget = 2.0\n')
-    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    job = fleet_jobs(capsys, store, "--jobs", str(jobs))["resnet50-3usd"]
     assert job["hourly_cost"] <= 2.0 and "over its $2/h budget: it moves" in job["note"]
     jobs.write_text(jobs.read_text() + "keep_running = true\n")
-    job = fleet_jobs(capsys, store, "--scenarios", str(jobs))["resnet50-3usd"]
+    job = fleet_jobs(capsys, store, "--jobs", str(jobs))["resnet50-3usd"]
     assert job["worker_type"] == "p4d.24xlarge" and job["note"] == "stays on its running cluster"

@@ -149,9 +149,9 @@ def test_workloads_file_in_csv_for_the_fleet_and_its_errors(tmp_path, capsys):
     )
     jobs = tmp_path / "jobs.toml"
     jobs.write_text('[[job]]\nname = "a"\nworkload = "my-cnn"\nbudget = 3\n')
-    assert main(["fleet", "--scenarios", str(jobs), "--workloads", str(workloads), "--json"]) == 0
+    assert main(["fleet", "--jobs", str(jobs), "--workloads", str(workloads), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["jobs"][0]["planned"]
-    assert main(["fleet", "--scenarios", str(jobs)]) == 2
+    assert main(["fleet", "--jobs", str(jobs)]) == 2
     assert "unknown workload 'my-cnn'" in capsys.readouterr().err
     workloads.write_text(
         "name,train_flops_per_sample,parameters,accelerator_memory_gib\nresnet50,1,1,1\n"
@@ -203,7 +203,7 @@ def test_nightly_plans_a_registered_job_of_a_users_workload(tmp_path, capsys):
     jobs = tmp_path / "jobs.toml"
     jobs.write_text('[[job]]\nname = "lm"\nworkload = "big-lm"\nbudget = 40\n')
     store = str(tmp_path / "s")
-    argv = ["nightly", "--store", store, "--scenarios", str(jobs), "--date", "2026-12-01"]
+    argv = ["nightly", "--store", store, "--jobs", str(jobs), "--date", "2026-12-01"]
     assert main([*argv, "--workloads", str(workloads), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     (job,) = out["fleet"]["jobs"]

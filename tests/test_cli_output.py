@@ -37,7 +37,7 @@ def listings(store: str, jobs: str) -> dict[str, tuple[list[str], str]]:
         "recommend": (["recommend", "--budget", "10", "--top", "2"], "recommendations"),
         "sweep": (["sweep", "--budgets", "2:6:2"], "results"),
         "compare": (["compare", "--budget", "5", "--work", "1e19"], "rows"),
-        "fleet": (["fleet", "--scenarios", jobs], "jobs"),
+        "fleet": (["fleet", "--jobs", jobs], "jobs"),
         "catalog": (["catalog", "--match", "g5"], "instances"),
         "flopp": (["flopp", "--workload", "gpt2"], "rows"),
         "workloads": (["workloads"], "workloads"),

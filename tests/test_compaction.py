@@ -44,7 +44,7 @@ def jobs(tmp_path: Path) -> Path:
 
 def nights(store: Path, jobs: Path, *extra: str) -> None:
     for day in NIGHTS:
-        argv = ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", day]
+        argv = ["nightly", "--store", str(store), "--jobs", str(jobs), "--date", day]
         assert main([*argv, *extra, "--json"]) == 0
 
 
@@ -85,7 +85,7 @@ def test_compact_merges_finished_months_and_every_reader_sees_the_same_rows(tmp_
     again = json.loads(capsys.readouterr().out)
     assert not any(again["months"].values()) and every_reader(store) == before
     # a re-run of a compacted date replaces its rows
-    argv = ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", "2026-11-01"]
+    argv = ["nightly", "--store", str(store), "--jobs", str(jobs), "--date", "2026-11-01"]
     assert main([*argv, "--no-compact", "--json"]) == 0
     capsys.readouterr()
     after = every_reader(store)

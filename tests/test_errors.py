@@ -78,6 +78,6 @@ def test_a_plan_that_fails_its_own_check_is_a_bug_not_a_solver_error(monkeypatch
         from deepvm.scenarios import load_scenarios
 
         plan_fleet(load_scenarios(scenarios), Inputs.load())
-    assert main(["fleet", "--scenarios", str(scenarios)]) == 70
+    assert main(["fleet", "--jobs", str(scenarios)]) == 70
     err = capsys.readouterr().err
     assert "failed verification" in err and "a bug in deepvm" in err

@@ -387,7 +387,7 @@ def test_priority_and_jobs_that_run_alone(tmp_path, capsys):
         '[[job]]\nname = "vip"\nworkload = "gpt2"\nbudget = 6\npriority = 10\n\n'
         '[[job]]\nname = "later"\nworkload = "bert-base"\nbudget = 6\nfleet = false\n'
     )
-    out = fleet_json(capsys, "--scenarios", str(jobs))
+    out = fleet_json(capsys, "--jobs", str(jobs))
     by = {j["scenario"]: j for j in out["jobs"]}
     assert by["vip"]["value"] == pytest.approx(1) and by["vip"]["priority"] == 10
     assert by["big"]["value"] < 1 and by["big"]["binding"]
@@ -414,7 +414,7 @@ def test_bad_fleet_keys_are_named(tmp_path, capsys, entry, message):
 
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(f'[[job]]\nname = "a"\nworkload = "resnet50"\nbudget = 3\n{entry}\n')
-    assert main(["fleet", "--scenarios", str(jobs)]) == 2
+    assert main(["fleet", "--jobs", str(jobs)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "job 1 (a)" in err
 
@@ -425,7 +425,7 @@ def test_a_job_that_cannot_run_alone_is_unplanned_with_a_note(tmp_path, capsys):
         '[[job]]\nname = "ok"\nworkload = "resnet50"\nbudget = 3\n\n'
         '[[job]]\nname = "poor"\nworkload = "resnet50"\nbudget = 0.05\n'
     )
-    out = fleet_json(capsys, "--scenarios", str(jobs))
+    out = fleet_json(capsys, "--jobs", str(jobs))
     poor = next(j for j in out["jobs"] if j["scenario"] == "poor")
     assert not poor["planned"] and poor["value"] == 0 and poor["worker_type"] is None
     assert "below the cheapest feasible cluster" in poor["note"]

@@ -137,7 +137,7 @@ def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
         )
     (tmp_path / "jobs.toml").write_text("\n".join(lines))
     stop_in(monkeypatch, "relaxation")
-    argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml"), "--time-limit", "5"]
+    argv = ["fleet", "--json", "--jobs", str(tmp_path / "jobs.toml"), "--time-limit", "5"]
     assert main(argv) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)

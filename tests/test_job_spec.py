@@ -81,3 +81,18 @@ def test_the_scenarios_file_reads_the_old_names_of_work_and_deadline(tmp_path, c
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "total_work is the old name of work_flops" in said
     assert "deadline_hours is the old name of deadline_h" in said
+
+
+def test_the_jobs_file_is_given_by_jobs_and_by_its_old_name(tmp_path, capsys):
+    """`--jobs FILE` (issue 38: a registered job is a job); `--scenarios`, its old
+    name, still works and says so."""
+    path = tmp_path / "jobs.toml"
+    path.write_text('[[job]]\nname = "mine"\nworkload = "gpt2"\nbudget = 6.0\n')
+    assert main(["fleet", "--jobs", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [j["scenario"] for j in json.loads(captured.out)["jobs"]] == ["mine"]
+    assert "--scenarios" not in captured.err
+    assert main(["fleet", "--scenarios", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [j["scenario"] for j in json.loads(captured.out)["jobs"]] == ["mine"]
+    assert "--scenarios is now --jobs" in captured.err

@@ -68,7 +68,7 @@ def test_nightly_reports_a_job_that_cannot_be_planned(tmp_path, capsys):
         '[[job]]\nname = "ok"\nworkload = "resnet50"\nbudget = 3\n\n'
         '[[job]]\nname = "poor"\nworkload = "resnet50"\nbudget = 0.05\n'
     )
-    assert main(["nightly", "--store", str(tmp_path / "s"), "--scenarios", str(jobs)]) == 0
+    assert main(["nightly", "--store", str(tmp_path / "s"), "--jobs", str(jobs)]) == 0
     assert "job poor not planned: budget $0.05/h is below" in capsys.readouterr().err
 
 
@@ -95,7 +95,7 @@ def test_bad_scenarios(tmp_path, capsys, text, message):
     path.write_text(text)
     with pytest.raises(InputError, match=re.escape(message)):
         load_scenarios(path)
-    assert main(["nightly", "--store", str(tmp_path / "s"), "--scenarios", str(path)]) == 2
+    assert main(["nightly", "--store", str(tmp_path / "s"), "--jobs", str(path)]) == 2
     assert not (tmp_path / "s").exists()
 
 

@@ -41,7 +41,7 @@ def test_a_running_cluster_over_its_budget_moves_everywhere(store, tmp_path, cap
     assert main(["adopt", "gpt2-6usd", "--store", store, "-q"]) == 0
     running = Store.open(store).read("running").iloc[-1]
     jobs = with_budget(tmp_path, "gpt2-6usd", round(running["hourly_cost"] * 0.8, 2))
-    argv = ["nightly", "--store", store, "--date", "2026-12-02", "--scenarios", jobs, "--json"]
+    argv = ["nightly", "--store", store, "--date", "2026-12-02", "--jobs", jobs, "--json"]
     capsys.readouterr()
     assert main(argv) == 0
     night = json.loads(capsys.readouterr().out)
@@ -56,7 +56,7 @@ def test_a_running_cluster_over_its_budget_moves_everywhere(store, tmp_path, cap
     markdown = change_report_markdown(report.reset_index())
     assert "| gpt2-6usd |" in markdown and "stay |" not in markdown.split("gpt2-6usd")[-1][:60]
     capsys.readouterr()
-    assert main(["fleet", "--store", store, "--scenarios", jobs]) == 0
+    assert main(["fleet", "--store", store, "--jobs", jobs]) == 0
     table = capsys.readouterr().out
     assert "moves (over budget)" in table and "stays" not in table
 
@@ -97,7 +97,7 @@ def test_equal_clusters_in_several_regions_are_broken_one_documented_way(tmp_pat
     for order in ("abc", "cba", "bca"):
         jobs = bert_jobs(tmp_path / f"{order}.toml", order)
         capsys.readouterr()
-        assert main(["fleet", "--scenarios", jobs, "--cloud", "azure", "--json"]) == 0
+        assert main(["fleet", "--jobs", jobs, "--cloud", "azure", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         plans.append({j["scenario"]: (j["region"], j["hourly_cost"]) for j in out["jobs"]})
     assert plans[0] == plans[1] == plans[2]

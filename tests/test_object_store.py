@@ -95,7 +95,7 @@ def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, request) -> str:
 def test_nightly_recommend_fleet_compact_and_check_on_s3(s3, tmp_path, capsys):
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(JOBS)
-    nightly = ["nightly", "--store", s3, "--scenarios", str(jobs), "--no-compact", "--date"]
+    nightly = ["nightly", "--store", s3, "--jobs", str(jobs), "--no-compact", "--date"]
     for day in ("2026-11-29", "2026-11-30", "2026-12-01", "2026-12-01"):  # a re-run replaces
         assert main([*nightly, day]) == 0
     capsys.readouterr()
@@ -110,7 +110,7 @@ def test_nightly_recommend_fleet_compact_and_check_on_s3(s3, tmp_path, capsys):
     assert main(["recommend", "--budget", "3", "--store", s3, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["prices_snapshot"].startswith("store:prices@2026-12-01")
-    assert main(["fleet", "--scenarios", str(jobs), "--store", s3, "--json"]) == 0
+    assert main(["fleet", "--jobs", str(jobs), "--store", s3, "--json"]) == 0
     fleet = json.loads(capsys.readouterr().out)
     assert {j["scenario"] for j in fleet["jobs"]} == {"resnet50-3usd", "gpt2-6usd"}
     before = Store.open(s3).read("recommendations")

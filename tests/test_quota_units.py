@@ -128,7 +128,7 @@ def test_a_registered_job_keeps_to_its_clouds_and_regions(tmp_path, capsys):
         'regions = ["us-central1"]\n\n'
         '[[job]]\nname = "aws-only"\nworkload = "resnet50"\nbudget = 60.0\nclouds = ["aws"]\n'
     )
-    argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]
+    argv = ["fleet", "--json", "--jobs", str(tmp_path / "jobs.toml")]
     argv += ["--catalog", str(tmp_path / "two.csv"), "--quotas", str(tmp_path / "q.csv")]
     assert main(argv) == 0
     jobs = {j["scenario"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
@@ -150,7 +150,7 @@ def test_a_cloud_that_leaves_no_type_is_named(tmp_path, capsys):
     (tmp_path / "jobs.toml").write_text(
         '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = ["gcp"]\n'
     )
-    argv = ["fleet", "--json", "--scenarios", str(tmp_path / "jobs.toml")]
+    argv = ["fleet", "--json", "--jobs", str(tmp_path / "jobs.toml")]
     assert main([*argv, "--catalog", str(ROOT / "datasets" / "catalog-aws.csv")]) == 0
     job = json.loads(capsys.readouterr().out)["jobs"][0]
     assert job["planned"] is False and "gcp" in job["note"] and "leaves no GPU" in job["note"]
@@ -160,5 +160,5 @@ def test_a_cloud_that_leaves_no_type_is_named(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text(
         '[[job]]\nname = "j"\nworkload = "resnet50"\nbudget = 6.0\nclouds = "gcp"\nregions = [3]\n'
     )
-    assert main(["fleet", "--scenarios", str(tmp_path / "bad.toml")]) == 2
+    assert main(["fleet", "--jobs", str(tmp_path / "bad.toml")]) == 2
     assert "regions" in capsys.readouterr().err

@@ -63,7 +63,7 @@ def jobs(tmp_path: Path) -> Path:
 def night1(tmp_path: Path, jobs: Path) -> Path:
     """A store after one successful night."""
     store = tmp_path / "store"
-    code = main(["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", DAY1])
+    code = main(["nightly", "--store", str(store), "--jobs", str(jobs), "--date", DAY1])
     assert code == 0
     return store
 
@@ -89,7 +89,7 @@ def test_benchmark_then_every_planning_command_on_that_store(tmp_path, capsys, j
     argv = ["compare", "--budget", "3", "--work", "1e18", "--store", store, "--json"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["rows"]
-    assert main(["nightly", "--store", store, "--scenarios", str(jobs), "--json"]) == 0
+    assert main(["nightly", "--store", store, "--jobs", str(jobs), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plans"][0]["error"] is None
 
 
@@ -126,7 +126,7 @@ def test_nightly_with_a_corrupt_file_leaves_the_store_byte_identical(night1, job
     (bad,) = (night1 / "instances").glob("*.parquet")
     bad.write_bytes(b"")  # zero bytes: what a full disk or a killed copy leaves
     before = tree_hash(night1)
-    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    argv = ["nightly", "--store", str(night1), "--jobs", str(jobs), "--date", DAY2]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'instances'" in err[0] and "deepvm store check" in err[0]
@@ -146,7 +146,7 @@ def test_nightly_on_a_full_disk_changes_nothing_a_reader_sees(night1, jobs, caps
 
     monkeypatch.setattr(deltalake, "write_deltalake", disk_fills_up)
     before = what_deepvm_reads(night1)
-    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    argv = ["nightly", "--store", str(night1), "--jobs", str(jobs), "--date", DAY2]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no space left" in err[0] and str(night1) in err[0]
@@ -164,7 +164,7 @@ def test_nightly_that_crashes_part_way_publishes_nothing(night1, jobs, monkeypat
     monkeypatch.setattr("deepvm.pipeline.change_report", crash)
     before = tree_hash(night1)
     with pytest.raises(RuntimeError, match="a bug in the change report"):
-        main(["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2])
+        main(["nightly", "--store", str(night1), "--jobs", str(jobs), "--date", DAY2])
     assert tree_hash(night1) == before
 
 
@@ -187,7 +187,7 @@ sys.exit(main(sys.argv[2:]))
 def test_killed_nightly_leaves_nothing_a_reader_trips_on(night1, jobs, tmp_path):
     before = tree_hash(night1)
     flag = tmp_path / "flag"
-    argv = ["nightly", "--store", str(night1), "--scenarios", str(jobs), "--date", DAY2]
+    argv = ["nightly", "--store", str(night1), "--jobs", str(jobs), "--date", DAY2]
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_NIGHT, str(flag), *argv],
         cwd=ROOT,
@@ -216,7 +216,7 @@ def test_scenario_names_alike_as_file_names_keep_their_own_rows(tmp_path, capsys
         '[[job]]\nname = "a/b"\nworkload = "tiny"\nbudget = 4.0\n'
     )
     store = tmp_path / "s"
-    assert main(["nightly", "--store", str(store), "--scenarios", str(path)]) == 0
+    assert main(["nightly", "--store", str(store), "--jobs", str(path)]) == 0
     recs = Store.open(store).read("recommendations")
     assert recs.groupby("scenario")["budget"].first().to_dict() == {"a b": 3.0, "a/b": 4.0}
 
@@ -346,7 +346,7 @@ def test_nightly_names_an_unreachable_source(tmp_path, monkeypatch, jobs, capsys
     monkeypatch.setenv("DEEPVM_AZURE_PRICES_URL", url)
     store = str(tmp_path / "s")
     assert main(["prices", "refresh", "--store", store, "--date", DAY1]) == 0
-    argv = ["nightly", "--store", store, "--scenarios", str(jobs), "--date", DAY2]
+    argv = ["nightly", "--store", store, "--jobs", str(jobs), "--date", DAY2]
     try:
         code = main([*argv, "--source", "azure", "--regions", "eastus"])
     finally:

@@ -52,7 +52,7 @@ def jobs(tmp_path: Path) -> Path:
 def nightly_argv(store: Path, jobs: Path, date: str, *extra: str) -> list[str]:
     # --source: every run refreshes the date's prices too (by default a re-run keeps
     # them), so a run of the date rewrites every table of the night
-    argv = ["nightly", "--store", str(store), "--scenarios", str(jobs), "--date", date]
+    argv = ["nightly", "--store", str(store), "--jobs", str(jobs), "--date", date]
     return [*argv, "--source", "snapshot", *extra]
 
 

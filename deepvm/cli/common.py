@@ -134,6 +134,28 @@ WORK_FLOPS = number(gt=0, le=MAX_WORK_FLOPS)
 MIN_GAIN = number(ge=0, le=1)
 
 
+class _JobsFile(argparse.Action):
+    """--jobs FILE; its old name --scenarios still works, with a line saying so."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        if option == "--scenarios":
+            print("deepvm: --scenarios is now --jobs; the old name still works", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_jobs_file(p: argparse.ArgumentParser, help_text: str) -> None:
+    """--jobs FILE: the registered jobs (TOML), ``--scenarios`` its deprecated alias."""
+    p.add_argument(
+        "--jobs",
+        "--scenarios",
+        dest="scenarios",
+        metavar="FILE",
+        type=path_text,
+        action=_JobsFile,
+        help=help_text + "; --scenarios is its old name",
+    )
+
+
 def add_min_gain(p: argparse.ArgumentParser) -> None:
     """--min-gain: how much a move must save before a running job moves."""
     from deepvm.config import DEFAULT_MIN_GAIN

@@ -12,6 +12,7 @@ from typing import Any
 from deepvm.cli.common import (
     TEAM_BUDGET,
     add_inputs,
+    add_jobs_file,
     add_min_gain,
     add_store_timeout,
     add_time_limit,
@@ -22,7 +23,6 @@ from deepvm.cli.common import (
     json_text,
     money_text,
     number,
-    path_text,
     planner_inputs,
     progress,
     store_location,
@@ -46,12 +46,7 @@ def add_parsers(sub: Any) -> None:
         "market) and, with --team-budget, the team's hourly budget. Jobs gain priority x "
         "(their objective over what they would get alone); a job may stay unplanned.",
     )
-    fl_.add_argument(
-        "--scenarios",
-        metavar="FILE",
-        type=path_text,
-        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
-    )
+    add_jobs_file(fl_, "registered jobs (TOML; default: the shipped datasets/scenarios.toml)")
     fl_.add_argument(
         "--team-budget",
         type=TEAM_BUDGET,

@@ -15,9 +15,9 @@ from deepvm.cli.common import (
     BUDGET,
     add_inputs,
     add_job,
+    add_jobs_file,
     json_text,
     number,
-    path_text,
     planner_inputs,
     progress,
     store_location,
@@ -72,11 +72,8 @@ def add_parsers(sub: Any) -> None:
         help="with JOB: the store whose newest fleet plan names its cluster; the job is "
         "adopted there as running (default: $DEEPVM_STORE)",
     )
-    la.add_argument(
-        "--scenarios",
-        metavar="FILE",
-        type=path_text,
-        help="with JOB: the registered jobs (default: the shipped datasets/scenarios.toml)",
+    add_jobs_file(
+        la, "with JOB: the registered jobs (default: the shipped datasets/scenarios.toml)"
     )
     la.add_argument(
         "--move",

@@ -11,6 +11,7 @@ from deepvm.cli.common import (
     PLANNING_OPTIONS,
     TEAM_BUDGET,
     add_inputs,
+    add_jobs_file,
     add_min_gain,
     add_timeout,
     check_outputs,
@@ -43,12 +44,7 @@ def add_parsers(sub: Any) -> None:
     nt.add_argument(
         "--store", metavar="URI", help="the store (default: $DEEPVM_STORE, else ./deepvm-store)"
     )
-    nt.add_argument(
-        "--scenarios",
-        metavar="FILE",
-        type=path_text,
-        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
-    )
+    add_jobs_file(nt, "registered jobs (TOML; default: the shipped datasets/scenarios.toml)")
     nt.add_argument(
         "--source",
         default=None,
@@ -212,12 +208,7 @@ def add_backtest_parser(sub: Any) -> None:
     bt.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
     bt.add_argument("--from", dest="date_from", type=date_text, metavar="YYYY-MM-DD")
     bt.add_argument("--to", dest="date_to", type=date_text, metavar="YYYY-MM-DD")
-    bt.add_argument(
-        "--scenarios",
-        metavar="FILE",
-        type=path_text,
-        help="registered jobs (TOML; default: the shipped datasets/scenarios.toml)",
-    )
+    add_jobs_file(bt, "registered jobs (TOML; default: the shipped datasets/scenarios.toml)")
     add_min_gain(bt)
     bt.add_argument(
         "--synthetic",
