@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from deepvm.planner import highs
-from deepvm.planner.highs import OPTIMAL, Deadline
+from deepvm.planner.highs import Deadline
 from deepvm.planner.offers import FloatArray
 
 
@@ -182,7 +182,6 @@ def least_cost_relaxation(
 
 
 __all__ = [
-    "OPTIMAL",
     "Constraint",
     "Cuts",
     "Outcome",

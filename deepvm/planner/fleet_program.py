@@ -30,6 +30,7 @@ with status ``limit_with_incumbent`` and the best bound known (``bound``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -94,7 +95,7 @@ def solve(
     stages: dict[str, float] = {}
     began = time.perf_counter()
     # 1. A plan before any solve; its bound: each class's best alone.
-    plan = rounded_plan(program.rounding(), np.zeros(size))
+    plan = rounded_plan(program.rounding, np.zeros(size))
     best_alone = np.zeros(classes)
     np.maximum.at(best_alone, owner, np.maximum(weight, 0.0))
     bound = float(best_alone @ count)
@@ -106,7 +107,7 @@ def solve(
     if lp is None:  # the deadline passed first (a slow or busy machine)
         return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
     bound = min(bound, lp.bound)
-    plan = _better(weight, plan, rounded_plan(program.rounding(), lp.x_all))
+    plan = _better(weight, plan, rounded_plan(program.rounding, lp.x_all))
     # 3. The integer program: over the generated columns, then every one that can beat it.
     began = time.perf_counter()
     program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
@@ -202,7 +203,9 @@ class _Program:
     def cost_of(self, plan: np.ndarray) -> float:
         return float(self.cost[plan].sum())
 
+    @functools.cached_property
     def rounding(self) -> RoundingState:
+        """Built once: both roundings share its per-class blocks."""
         return RoundingState(self.weight, self.owner, self.count, self.resources, self.capacity)
 
     def result(
