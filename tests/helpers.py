@@ -135,3 +135,88 @@ def whole(store, table: str):  # type: ignore[no-untyped-def]
     from deepvm.store.sql import duckdb_relation
 
     return duckdb_relation(str(store), table)
+
+
+def plain_readers(store, table: str) -> dict[str, dict[tuple, int]]:  # type: ignore[no-untyped-def]
+    """Rows per (date, writer, commit) of ``table`` as readers that know nothing of
+    deepvm's commits read it: the newest version through delta-rs, polars'
+    read_delta, and DuckDB over the Delta table's list of active files."""
+    import collections
+
+    import duckdb
+    import polars as pl
+    from deltalake import DeltaTable
+
+    from deepvm.schemas import COMMIT_ID, TABLES, WRITER
+    from deepvm.store import Store
+
+    location = Store.open(str(store)).location
+    uri, options = location.table_uri(table), location.options
+    column = TABLES[table][0]
+    keys = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
+
+    def count(rows) -> dict[tuple, int]:  # type: ignore[no-untyped-def]
+        if column is None:
+            rows = rows.assign(**{"_date": ""})
+        return dict(
+            collections.Counter(
+                (str(d)[:10], w, c)
+                for d, w, c in zip(
+                    rows[column or "_date"], rows[WRITER], rows[COMMIT_ID], strict=True
+                )
+            )
+        )
+
+    delta_table = DeltaTable(uri, storage_options=options)
+    seen = {"delta-rs": count(delta_table.to_pyarrow_table(columns=keys).to_pandas())}
+    polars_options = {k: v for k, v in options.items() if "retr" not in k}
+    seen["polars"] = count(
+        pl.read_delta(uri, storage_options=polars_options).select(keys).to_pandas()
+    )
+    files = delta_table.file_uris()
+    if location.local:
+        listed = ", ".join("'" + f.removeprefix("file://") + "'" for f in files)
+        query = f"select {', '.join(keys)} from read_parquet([{listed}])" if files else None
+        frame = duckdb.sql(query).df() if query else delta_table.to_pandas(columns=keys)
+    else:  # no DuckDB extension offline: the same files through pyarrow's S3 client
+        import pyarrow.dataset as ds
+
+        con = duckdb.connect()
+        filesystem = delta_table.to_pyarrow_dataset().filesystem
+        paths = [f.removeprefix(uri.rstrip("/") + "/") for f in files]  # the table is its root
+        data = ds.dataset(paths, format="parquet", filesystem=filesystem) if files else None
+        con.register("data", data if data is not None else delta_table.to_pyarrow_table())
+        frame = con.sql(f"select {', '.join(keys)} from data").df()
+    if column is not None and len(frame):
+        frame[column] = frame[column].astype(str).str[:10]
+    seen["duckdb"] = count(frame)
+    return seen
+
+
+def deepvm_reader(store, table: str) -> dict[tuple, int]:  # type: ignore[no-untyped-def]
+    """Rows per (date, writer, commit) of ``table`` as deepvm's own readers read it."""
+    import collections
+
+    from deepvm.schemas import COMMIT_ID, TABLES, WRITER
+    from deepvm.store import Store
+
+    rows = Store.open(str(store)).rows(table).to_pandas()
+    column = TABLES[table][0]
+    dates = [str(d) for d in rows[column]] if column else [""] * len(rows)
+    return dict(collections.Counter(zip(dates, rows[WRITER], rows[COMMIT_ID], strict=True)))
+
+
+def assert_whole_for_plain_readers(store, tables, *, same_as_deepvm: bool = True) -> None:  # type: ignore[no-untyped-def]
+    """Every plain reader sees each (date, writer) of each table once, from one
+    commit, with as many rows as deepvm's reader has for it; with
+    ``same_as_deepvm``, the very rows deepvm reads (the same commits)."""
+    for table in tables:
+        mine = deepvm_reader(store, table)
+        shape = {(d, w): n for (d, w, _), n in mine.items()}
+        for reader, seen in plain_readers(store, table).items():
+            if same_as_deepvm:
+                assert seen == mine, (reader, table)
+                continue
+            pairs = [(d, w) for d, w, _ in seen]
+            assert len(pairs) == len(set(pairs)), (reader, table, "a date twice")
+            assert {(d, w): n for (d, w, _), n in seen.items()} == shape, (reader, table)

@@ -115,13 +115,13 @@ def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(
     row = view.read("recommendations").drop(columns="snapshot_date").iloc[:1]
     with pytest.raises(KeyboardInterrupt), view.transaction() as tx:
         tx.write("recommendations", row, partition="2026-11-15", name="resnet50-3usd")
-        real = commit.append_rows
+        real = commit.write_table
 
         def die_after_one(*args, **kwargs):
             real(*args, **kwargs)
             raise KeyboardInterrupt  # as a kill would, after the table's commit
 
-        monkeypatch.setattr(commit, "append_rows", die_after_one)
+        monkeypatch.setattr(commit, "write_table", die_after_one)
     monkeypatch.undo()
     # (the roll-back removed the rows again; plant them as a killed writer leaves them)
     from deltalake import write_deltalake

@@ -8,18 +8,13 @@ import json
 import multiprocessing
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import polars as pl
 import pytest
-from helpers import append_benchmarks, whole
+from helpers import append_benchmarks, assert_whole_for_plain_readers, whole
 from tests_paths import ROOT
 
 from deepvm.cli import main
@@ -28,7 +23,6 @@ from deepvm.store import TABLES, Store
 pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
 
-BUCKET = "deepvm-team"
 JOBS = """
 [[job]]
 name = "resnet50-3usd"
@@ -44,52 +38,6 @@ budget = 6.0
 policies = ["deepvm"]
 top = 1
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server in a process of its own (delta-rs holds the GIL in some
-    calls, so a server thread in the test's own process could not answer)."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "moto did not start"
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-@pytest.fixture
-def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, request) -> str:
-    """A fresh prefix in the bucket; the environment a user's shell would have."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    client = boto3.client("s3")
-    if BUCKET not in {b["Name"] for b in client.list_buckets()["Buckets"]}:
-        client.create_bucket(Bucket=BUCKET)
-    return f"s3://{BUCKET}/{request.node.name}"
 
 
 def test_nightly_recommend_fleet_compact_and_check_on_s3(s3, tmp_path, capsys):
@@ -267,3 +215,33 @@ def test_local_and_s3_stores_hold_the_same_rows(s3, tmp_path: Path):
         drop = [c for c in ("fetched_at",) if c in a.columns]
         assert a.drop(columns=drop).equals(b.drop(columns=drop))
     shutil.rmtree(local)
+
+
+def test_plain_delta_readers_see_whole_nights_on_s3(s3, tmp_path):
+    """On S3 as on a folder: after a re-run, a run killed between two tables'
+    commits, two runs of one date at once and a compaction, delta-rs, polars and
+    DuckDB reading the newest versions see each date once per writer, whole."""
+    from test_store_commits import KILL_AFTER_APPENDS, NIGHT_TABLES, deepvm_process, nightly_argv
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(JOBS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the endpoint and credentials too
+    for date in ("2026-12-01", "2026-12-02", "2026-12-01"):
+        assert main(nightly_argv(s3, jobs, date, "--no-compact")) == 0
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES)
+    killed = deepvm_process(
+        nightly_argv(s3, jobs, "2026-12-02", "--no-compact"), KILL_AFTER_APPENDS.format(n=2), env
+    )
+    killed.communicate(timeout=300)
+    assert killed.returncode == -9
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES, same_as_deepvm=False)
+    runs = [
+        deepvm_process(nightly_argv(s3, jobs, "2026-12-02", "--no-compact"), env=env)
+        for _ in range(2)
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES)
+    assert main(["-q", "store", "compact", "--store", s3, "--retain-hours", "0"]) == 0
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES)

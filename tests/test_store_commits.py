@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 import pytest
-from helpers import whole
+from helpers import assert_whole_for_plain_readers, plain_readers, whole
 from tests_paths import ROOT
 
 from deepvm.cli import main
@@ -56,12 +56,12 @@ def nightly_argv(store: Path, jobs: Path, date: str, *extra: str) -> list[str]:
     return [*argv, "--source", "snapshot", *extra]
 
 
-def deepvm_process(argv: list[str], prelude: str = "") -> subprocess.Popen:
+def deepvm_process(argv: list[str], prelude: str = "", env: dict | None = None) -> subprocess.Popen:
     code = f"import sys\n{prelude}\nfrom deepvm.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.Popen(
         [sys.executable, "-c", code, "-q", *argv],
         cwd=ROOT,
-        env=ENV,
+        env=env or ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,12 +117,16 @@ def test_two_nightlies_at_once_each_date_is_one_whole_night(tmp_path, jobs):
             right_on=[COMMIT_ID, "date", "writer"],
         )
         assert joined.height == len(seen)
+    # Plain Delta readers of the newest versions see the same rows: each run's table
+    # commit replaced the date whole, and the run that won wrote again where the
+    # other's landed last.
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
 
 
 KILL_AFTER_APPENDS = """
 import os, signal
 import deepvm.store.commit as commit
-real = commit.append_rows
+real = commit.write_table
 calls = []
 def append(location, table, *args, **kwargs):
     version = real(location, table, *args, **kwargs)
@@ -130,7 +134,7 @@ def append(location, table, *args, **kwargs):
     if len(calls) == {n}:
         os.kill(os.getpid(), signal.SIGKILL)
     return version
-commit.append_rows = append
+commit.write_table = append
 """
 
 
@@ -155,9 +159,82 @@ def test_a_nightly_killed_after_each_commit_step(tmp_path, jobs, n):
     else:  # the commits table has it: the whole new night
         assert seen != before
     assert night_shape(store, date) == shape
+    # A plain Delta reader sees every table's date once, whole: the killed run's
+    # where its table commit landed, the previous night's elsewhere.
+    assert_whole_for_plain_readers(store, NIGHT_TABLES, same_as_deepvm=n > len(NIGHT_TABLES))
+    # Another date's night pins every table past the killed run's writes: deepvm
+    # still reads the previous night of the killed date, whole.
+    assert main(nightly_argv(store, jobs, "2026-12-02", "--no-compact")) == 0
+    assert commits_by_date(store)[date] == {seen}
+    assert night_shape(store, date) == shape
+    # Compaction puts the winner's rows back in place once the killed commit is
+    # older than the retention: plain readers then read what deepvm reads.
+    assert main(["-q", "store", "compact", "--store", str(store), "--retain-hours", "0"]) == 0
+    assert commits_by_date(store)[date] == {seen}
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
     assert main(nightly_argv(store, jobs, date)) == 0
     (after,) = commits_by_date(store)[date]
     assert after not in (before, seen) and night_shape(store, date) == shape
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
+
+
+KILL_INSIDE_A_COMMIT = """
+import os, signal, uuid
+import deltalake, pyarrow.parquet as pq
+real = deltalake.write_deltalake
+def write(target, data, **kwargs):
+    # delta-rs writes a commit's data files first, then its log entry: killed in
+    # between, the files lie in the table's folder with no log entry naming them
+    uri = target.table_uri if hasattr(target, "table_uri") else str(target)
+    folder = uri.removeprefix("file://") + "/snapshot_month=2026-12"
+    os.makedirs(folder, exist_ok=True)
+    pq.write_table(data, f"{folder}/part-00000-{uuid.uuid4()}-c000.snappy.parquet")
+    os.kill(os.getpid(), signal.SIGKILL)
+deltalake.write_deltalake = write
+"""
+
+
+def test_a_nightly_killed_inside_one_tables_commit(tmp_path, jobs):
+    """The data files of an unfinished Delta commit are in the folder, not in the
+    log: no Delta reader sees them, and deepvm's readers see the previous night."""
+    store = tmp_path / "s"
+    date = "2026-12-01"
+    assert main(nightly_argv(store, jobs, date)) == 0
+    before = commits_by_date(store)[date]
+    seen = plain_readers(store, "fleet")
+    run = deepvm_process(nightly_argv(store, jobs, date, "--no-compact"), KILL_INSIDE_A_COMMIT)
+    run.communicate(timeout=300)
+    assert run.returncode == -9
+    assert len(list((store / "fleet" / "snapshot_month=2026-12").glob("*.parquet"))) == 2
+    assert plain_readers(store, "fleet") == seen
+    assert commits_by_date(store)[date] == before
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
+
+
+def test_a_rerun_replaces_each_table_in_one_delta_commit(tmp_path, jobs):
+    """A re-run of a date removes the rows it supersedes and adds its own in one
+    Delta commit per table (delta-rs's overwrite with a predicate): no version of
+    any table holds the date twice or not at all."""
+    from deltalake import DeltaTable
+
+    store = tmp_path / "s"
+    for date in ("2026-12-01", "2026-12-02"):
+        assert main(nightly_argv(store, jobs, date, "--no-compact")) == 0
+    versions = {t: DeltaTable(store / t).version() for t in NIGHT_TABLES}
+    assert main(nightly_argv(store, jobs, "2026-12-01", "--no-compact")) == 0
+    for table in NIGHT_TABLES:
+        history = [h for h in DeltaTable(store / table).history() if h["version"] > versions[table]]
+        assert len(history) == 1, (table, history)
+        assert history[0]["operationParameters"]["mode"] == "Overwrite", table
+        for version in range(versions[table], versions[table] + 2):
+            rows = DeltaTable(store / table, version=version).to_pandas()
+            column = TABLES[table][0] or "writer"
+            per_date = rows.groupby([column, "writer"])[COMMIT_ID].nunique()
+            assert per_date.eq(1).all(), (table, version)
+            if table != "instances":
+                dates = {str(d) for d in rows[column]}
+                assert dates == {"2026-12-01", "2026-12-02"}, (table, version)
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
 
 
 def test_compaction_while_a_nightly_rewrites_a_date_of_that_month(tmp_path, jobs):
@@ -181,6 +258,7 @@ def test_compaction_while_a_nightly_rewrites_a_date_of_that_month(tmp_path, jobs
         for table in DATED:
             seen = whole(store, table).filter(f"{TABLES[table][0]} = '{date}'").df()
             assert len(seen) == shape[table]
+    assert_whole_for_plain_readers(store, NIGHT_TABLES)
 
 
 LEGACY = ROOT / "tests" / "data" / "store-v1-v2"

@@ -1,17 +1,20 @@
-"""The commit protocol (docs/ARCHITECTURE.md, "The store"): a commit appends its
-rows to each table it writes, tagged with its ``commit_id`` and each row's writer;
+"""The commit protocol (docs/ARCHITECTURE.md, "The store"). A commit writes each
+table it touches in one Delta commit that both removes the rows it supersedes
+(the same date and writer, whichever commit wrote them) and adds its own, so a
+plain Delta reader of the newest version sees each date once per writer, whole;
 then it appends one row per (table, date, writer) to the commits table, which is
-its commit point; then it deletes the rows of the older completed commits it
-superseded. A commit that fails before its commit point deletes what it appended
-(readers never saw it); one killed there leaves rows no deepvm reader sees, which
-compaction drops after the retention. Every step is one Delta commit, retried on
-conflict with a bound."""
+its commit point for readers that want every table from one run (deepvm's own);
+then it checks that no other writer's table commit of the same date landed over
+its own after it (two runs of one date at once), and writes its rows again where
+it won. A commit that fails before its commit point puts back the rows it
+replaced. Every step is one Delta commit, retried on conflict with a bound."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import uuid
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,11 +36,14 @@ from deepvm.store import delta
 from deepvm.store.location import Location
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from deepvm.store.core import Store
 
 
 Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
 COMMIT_FILES_MAX = 32  # the commits table is rewritten into one file at this many
+_CONVERGE_ROUNDS = 5  # rounds of writing the winners' rows where a concurrent run landed
 
 
 def new_commit_id() -> str:
@@ -70,19 +76,27 @@ def sql_text(value: str) -> str:
 
 
 def commit(store: Store, tx: Transaction) -> None:
-    """Append each table's rows, then the commits rows (the commit point), then
-    delete the rows this commit superseded."""
+    """Write each table in one Delta commit (its rows replace the same date's and
+    writer's), then the commits rows (the commit point), then write again where
+    a concurrent run of the same date landed over this one and this one won."""
     if not tx.staged:
         return
     versions: dict[str, int] = {}
-    tried: list[str] = []
+    before: dict[str, int | None] = {}
     try:
         for table in sorted({key[0] for key in tx.staged}):
-            parts = [rows for key, rows in tx.staged.items() if key[0] == table]
-            tried.append(table)  # an append may land and still raise (a kill, a timeout)
-            versions[table] = append_rows(store.location, table, table_schema(table), parts)
+            found = store._table(table)
+            before[table] = None if found is None else int(found.version())
+            keys = [key for key in tx.staged if key[0] == table]
+            versions[table] = write_table(
+                store.location,
+                table,
+                [tx.staged[key] for key in keys],
+                keys,
+                replace=any(key not in tx.appended for key in keys),
+            )
     except BaseException:
-        _roll_back(store, tx.commit_id, tried)
+        _put_back(store, tx, before)
         raise
     now = pd.Timestamp(dt.datetime.now(dt.UTC))
     marker = pa.Table.from_pylist(
@@ -100,10 +114,8 @@ def commit(store: Store, tx: Transaction) -> None:
         ],
         schema=COMMITS_SCHEMA,
     )
-    append_rows(store.location, COMMITS, COMMITS_SCHEMA, [marker])  # the commit point
-    replacing = [key for key in tx.staged if key not in tx.appended]
-    if replacing:
-        supersede(store, tx.commit_id, replacing)
+    write_table(store.location, COMMITS, [marker], [], replace=False)  # the commit point
+    _keep_winning(store, tx, versions)
     # every reader reads all of `commits` first, at a cost that grows with its files:
     # bounded here too, where `store compact` never runs (`nightly --no-compact`).
     # Best effort: the night is committed already; the next commit tries again.
@@ -123,82 +135,196 @@ def compact_commits(store: Store, at_files: int) -> None:
     )
 
 
-def _roll_back(store: Store, commit_id: str, tables: list[str]) -> None:
-    """Delete what a failed commit appended before its commit point. Readers never
-    saw those rows; this only saves the space (compaction would drop them later)."""
-    for table in tables:
-        with contextlib.suppress(Exception):  # the first error is the one to report
-            delete_rows(store, table, f"{COMMIT_ID} = {sql_text(commit_id)}")
+def keys_predicate(table: str, keys: Iterable[Key]) -> str:
+    """SQL that selects the rows of the given (date, writer) pairs of ``table``,
+    whichever commit wrote them (a date's clause names its month partition, so a
+    Delta engine opens that month's files only)."""
+    column = TABLES[table][0]
+    by_date: dict[str | None, set[str]] = {}
+    for _, date, writer in keys:
+        by_date.setdefault(date, set()).add(writer)
+    clauses = []
+    for date, writers in sorted(by_date.items(), key=lambda item: item[0] or ""):
+        names = ", ".join(sql_text(w) for w in sorted(writers))
+        clause = f"{WRITER} IN ({names})"
+        if column is not None and date is not None:
+            clause = (
+                f"{month_column(column)} = {sql_text(date[:7])} AND "
+                f"{column} = {sql_text(date)} AND {clause}"
+            )
+        clauses.append(f"({clause})")
+    return " OR ".join(clauses)
 
 
-def append_rows(location: Location, table: str, schema: pa.Schema, parts: list[pa.Table]) -> int:
-    """Append rows to ``table`` (created when absent); its version after."""
+def write_table(
+    location: Location, table: str, parts: list[pa.Table], keys: list[Key], *, replace: bool
+) -> int:
+    """One Delta commit to ``table`` (created when absent): the rows in ``parts``
+    replace every row of the (date, writer) pairs in ``keys`` when ``replace``
+    (delta-rs's overwrite with a predicate), else are appended. Its version after."""
     from deltalake import CommitProperties, write_deltalake
 
+    schema = COMMITS_SCHEMA if table == COMMITS else table_schema(table)
     partitions = [] if table == COMMITS else partition_columns(table)
     # one chunk: delta-rs writes a table's chunks in parallel, in no set order
-    rows = pa.concat_tables(parts).combine_chunks()
+    rows = pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+    predicate = keys_predicate(table, keys) if replace and keys else None
 
-    def append() -> int:  # a retry starts from the table as it is now
+    def write() -> int:  # a retry starts from the table as it is now
         target = delta.create_table(location, table, schema, partitions)
-        write_deltalake(
-            target,
-            rows,
-            mode="append",
-            # a column a newer deepvm added (docs/ARCHITECTURE.md, "The store") is added
-            # to an older table, nullable, rather than refused
-            schema_mode="merge",
-            commit_properties=CommitProperties(max_commit_retries=delta.COMMIT_RETRIES),
-        )
+        retries = CommitProperties(max_commit_retries=delta.COMMIT_RETRIES)
+        # a column a newer deepvm added (docs/ARCHITECTURE.md, "The store") is added
+        # to an older table, nullable, rather than refused: schema_mode="merge"
+        if predicate:
+            write_deltalake(
+                target,
+                rows,
+                mode="overwrite",
+                predicate=predicate,
+                schema_mode="merge",
+                commit_properties=retries,
+            )
+        else:
+            write_deltalake(
+                target, rows, mode="append", schema_mode="merge", commit_properties=retries
+            )
         return int(target.version())
 
-    return delta.retrying(location, f"committing {table!r} to", append)
+    doing = f"replacing rows of {table!r} in" if predicate else f"committing {table!r} to"
+    return delta.retrying(location, doing, write)
 
 
-def supersede(store: Store, commit_id: str, keys: list[Key]) -> None:
-    """Delete the rows that completed commits older than ``commit_id`` wrote for
-    the same (table, date, writer): readers already read ours instead."""
-    store.refresh()
-    done = store._commits()
-    mine = done[done[COMMIT_ID] == commit_id]
-    if mine.empty:
-        return
-    order = (mine["committed_at"].iloc[0], commit_id)
-    for table in sorted({key[0] for key in keys}):
-        predicate = _superseded(table, done, order, [k for k in keys if k[0] == table])
-        if predicate:
-            delete_rows(store, table, predicate)
-
-
-def _superseded(
-    table: str, done: pd.DataFrame, order: tuple[object, str], keys: list[Key]
-) -> str | None:
-    rows = done[done["table_name"] == table]
-    older = rows[
-        (rows["committed_at"] < order[0])
-        | ((rows["committed_at"] == order[0]) & (rows[COMMIT_ID] < order[1]))
-    ]
+def key_rows(
+    found: DeltaTable, table: str, keys: Collection[Key], columns: list[str] | None = None
+) -> pa.Table:
+    """The rows of ``found`` (a table at some version) of the (date, writer) pairs
+    in ``keys``: only their months' files are opened."""
     column = TABLES[table][0]
-    clauses = []
-    for _, date, writer in keys:
-        hit = older[(older[WRITER] == writer) & (older["date"] == (date or ""))]
-        if hit.empty:
+    dates = {key[1] for key in keys if key[1] is not None}
+    filters = None
+    if column is not None and dates:
+        filters = [(month_column(column), "in", sorted({d[:7] for d in dates}))]
+    data = found.to_pyarrow_table(columns=columns, filters=filters)
+    wanted = {(key[1] or "", key[2]) for key in keys}
+    days = row_dates(data, column)
+    keep = [
+        (d or "", w) in wanted for d, w in zip(days, data.column(WRITER).to_pylist(), strict=True)
+    ]
+    return data.filter(pa.array(keep, pa.bool_()))
+
+
+def row_dates(data: pa.Table, column: str | None) -> list[str | None]:
+    """Each row's date as ISO text (None for an undated table)."""
+    if column is None:
+        return [None] * data.num_rows
+    return [None if d is None else d.isoformat() for d in data.column(column).to_pylist()]
+
+
+def restore(store: Store, table: str, keys: list[Key], version: int | None) -> None:
+    """Make the (date, writer) pairs in ``keys`` hold again the rows they held at
+    ``version`` (None: before the table existed, so none), in one Delta commit."""
+    if not keys:
+        return
+    rows = table_schema(table).empty_table()
+    if version is not None:
+        old = store._table(table, version)
+        if old is not None:
+            rows = delta.call(
+                store.location, f"reading table {table!r} of", lambda: key_rows(old, table, keys)
+            )
+            rows = conform(rows, table_schema(table))
+    write_table(store.location, table, [rows], keys, replace=True)
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s columns, in its order; a column added since those
+    rows were written is null."""
+    for name in schema.names:
+        if name not in rows.column_names:
+            rows = rows.append_column(
+                schema.field(name), pa.nulls(rows.num_rows, schema.field(name).type)
+            )
+    return rows.select(schema.names).cast(schema)
+
+
+def _put_back(store: Store, tx: Transaction, before: dict[str, int | None]) -> None:
+    """After a failure before the commit point: each table this commit wrote holds
+    again the rows it held before (a plain reader of the newest version never keeps
+    a failed run's rows). Best effort: compaction restores what this cannot."""
+    for table, version in before.items():
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            now = store._table(table)
+            if now is None or (version is not None and int(now.version()) == version):
+                continue  # this commit's write never landed
+            restore(store, table, [key for key in tx.staged if key[0] == table], version)
+
+
+def _keep_winning(store: Store, tx: Transaction, versions: dict[str, int]) -> None:
+    """Where another run's write of the same (table, date, writer) landed after this
+    commit's, make the newest version hold the newest completed commit's rows (this
+    one's, or the other's as it recorded them): a plain reader then reads the run
+    that won, as deepvm does. A write made on a view of the commits that a third
+    run's commit point has since changed is checked again, so the runs converge."""
+    check: dict[str, int | None] = {
+        table: version
+        for table, version in versions.items()
+        if any(k[0] == table and k not in tx.appended for k in tx.staged)
+    }
+    for _ in range(_CONVERGE_ROUNDS):
+        store.refresh()
+        wrote: dict[str, int | None] = {}
+        for table, version in sorted(check.items()):
+            found = store._table(table)
+            if found is None or int(found.version()) == version:
+                continue  # nothing landed since this run's write (the usual case)
+            if _winners_in_place(store, tx, table, found):
+                wrote[table] = None
+        if not wrote:
+            return
+        check = wrote  # None: read again, whatever the version
+
+
+def _winners_in_place(store: Store, tx: Transaction, table: str, found: DeltaTable) -> bool:
+    """Write the winners' rows over the keys of this commit whose rows in ``found``
+    (the newest version) are another commit's; whether anything was written."""
+    keys = [k for k in tx.staged if k[0] == table and k not in tx.appended]
+    column = TABLES[table][0]
+    columns = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
+    present_rows = delta.call(
+        store.location, f"reading table {table!r} of", lambda: key_rows(found, table, keys, columns)
+    )
+    present: dict[tuple[str, str], set[str]] = {}
+    for d, w, c in zip(
+        row_dates(present_rows, column),
+        present_rows.column(WRITER).to_pylist(),
+        present_rows.column(COMMIT_ID).to_pylist(),
+        strict=True,
+    ):
+        present.setdefault((d or "", w), set()).add(c)
+    winners = store._winners(table)
+    won = {
+        (d, w): (c, int(v))
+        for d, w, c, v in zip(
+            winners["date"],
+            winners[WRITER],
+            winners[COMMIT_ID],
+            winners["table_version"],
+            strict=True,
+        )
+    }
+    mine: list[Key] = []
+    theirs: dict[int, list[Key]] = {}
+    for key in keys:
+        pair = (key[1] or "", key[2])
+        winner = won.get(pair)
+        if winner is None or present.get(pair, set()) == {winner[0]}:
             continue
-        ids = ", ".join(sql_text(c) for c in sorted(set(hit[COMMIT_ID])))
-        clause = f"{WRITER} = {sql_text(writer)} AND {COMMIT_ID} IN ({ids})"
-        if column is not None and date is not None:
-            month = month_column(column)
-            clause = f"{month} = {sql_text(date[:7])} AND {column} = {sql_text(date)} AND {clause}"
-        clauses.append(f"({clause})")
-    return " OR ".join(clauses) or None
-
-
-def delete_rows(store: Store, table: str, predicate: str) -> None:
-    """Delete the rows matching ``predicate`` (SQL) from ``table``, retried on conflict."""
-
-    def delete() -> None:
-        found = store._table(table)
-        if found is not None:
-            found.delete(predicate)
-
-    delta.retrying(store.location, f"replacing rows of {table!r} in", delete)
+        if winner[0] == tx.commit_id:
+            mine.append(key)
+        else:
+            theirs.setdefault(winner[1], []).append(key)
+    if mine:
+        write_table(store.location, table, [tx.staged[k] for k in mine], mine, replace=True)
+    for version, pairs in sorted(theirs.items()):
+        restore(store, table, pairs, version)
+    return bool(mine or theirs)

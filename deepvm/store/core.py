@@ -2,16 +2,18 @@
 which commits are whole (docs/ARCHITECTURE.md, "The store").
 
 A commit (one :meth:`Store.transaction`: a nightly run, one recommend, one
-benchmark run) appends its rows to each table it writes, tagged with its
-``commit_id`` and each row's ``writer`` (a scenario, a price source, ...), then
-appends one row per (table, date, writer) to ``commits``: that append is the
-commit point (``deepvm.store.commit``). deepvm's readers read, per (table, date,
+benchmark run) writes each table in one Delta commit whose rows, tagged with its
+``commit_id`` and each row's ``writer`` (a job, a price source, ...), replace
+that writer's rows of the same date; then it appends one row per (table, date,
+writer) to ``commits``: that append is the commit point
+(``deepvm.store.commit``). A plain Delta reader of a table's newest version sees
+each date once per writer, whole. deepvm's readers read, per (table, date,
 writer), the rows of the newest completed commit only, each table at the newest
-version the commits table records for it, so a reader sees every date either as
-it was or as the whole new commit left it, whatever other writers are doing. After
-its commit point a commit deletes the rows it superseded (one predicate delete per table).
-Measurements are appends under a writer of their own, so any number of machines
-can write at once.
+version the commits table records for it (and, where a run killed before its
+commit point had replaced those rows since, at the version that commit
+recorded), so a reader sees every table of a date from one run, whatever other
+writers are doing. Measurements are appends under a writer of their own, so any
+number of machines can write at once.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ from deepvm.schemas import (
     to_arrow,
 )
 from deepvm.store import delta
-from deepvm.store.commit import Key, Transaction, commit, new_commit_id
+from deepvm.store.commit import (
+    Key,
+    Transaction,
+    commit,
+    conform,
+    key_rows,
+    new_commit_id,
+    row_dates,
+)
 from deepvm.store.location import Location, locate
 
 if TYPE_CHECKING:
@@ -298,7 +308,7 @@ class Store:
                 keep = [
                     (d or "", w) not in mine
                     for d, w in zip(
-                        _dates(result, column), result.column(WRITER).to_pylist(), strict=True
+                        row_dates(result, column), result.column(WRITER).to_pylist(), strict=True
                     )
                 ]
                 result = result.filter(pa.array(keep, pa.bool_()))
@@ -337,28 +347,53 @@ class Store:
             _key(d, w, c)
             for d, w, c in zip(winners["date"], winners[WRITER], winners[COMMIT_ID], strict=True)
         }
+        present = [
+            _key(d, w, c)
+            for d, w, c in zip(
+                row_dates(data, column),
+                data.column(WRITER).to_pylist(),
+                data.column(COMMIT_ID).to_pylist(),
+                strict=True,
+            )
+        ]
         mask = pc.is_in(
-            pa.array(
-                [
-                    _key(d, w, c)
-                    for d, w, c in zip(
-                        _dates(data, column),
-                        data.column(WRITER).to_pylist(),
-                        data.column(COMMIT_ID).to_pylist(),
-                        strict=True,
-                    )
-                ],
-                pa.string(),
-            ),
-            value_set=pa.array(sorted(keys), pa.string()),
+            pa.array(present, pa.string()), value_set=pa.array(sorted(keys), pa.string())
         )
         schema = table_schema(table)
-        for name in schema.names:  # a column added since this table was written: nulls
-            if name not in data.column_names:
-                data = data.append_column(
-                    schema.field(name), pa.nulls(data.num_rows, schema.field(name).type)
-                )
-        return data.filter(mask).select(schema.names).cast(schema)
+        parts = [conform(data.filter(mask), schema)]
+        # A run killed after its write of this table and before its commit point
+        # replaced a winner's rows; a later commit's version pins past it. Those rows
+        # are read where the winner left them (compaction restores them in place).
+        shadowed = {k.rsplit("\x1f", 1)[0] for k in set(present) - keys} - {
+            k.rsplit("\x1f", 1)[0] for k in set(present) & keys
+        }
+        lost = winners[
+            [
+                f"{d}\x1f{w}" in shadowed
+                for d, w in zip(winners["date"], winners[WRITER], strict=True)
+            ]
+        ]
+        for version, group in lost.groupby("table_version"):
+            parts.append(self._rows_at(table, int(version), group))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _rows_at(self, table: str, version: int, winners: pd.DataFrame) -> pa.Table:
+        """The winners' rows of ``table`` as its ``version`` holds them."""
+        found = self._table(table, version)
+        if found is None:
+            raise StoreError(
+                f"store {self.uri!r}: table {table!r} has no version {version}, which the "
+                "commits table names: run `deepvm store check`"
+            )
+        pairs: list[Key] = [
+            (table, d or None, w) for d, w in zip(winners["date"], winners[WRITER], strict=True)
+        ]
+        data = delta.call(
+            self.location, f"reading table {table!r} of", lambda: key_rows(found, table, pairs)
+        )
+        mine = set(winners[COMMIT_ID])
+        data = data.filter(pc.is_in(data.column(COMMIT_ID), value_set=pa.array(sorted(mine))))
+        return conform(data, table_schema(table))
 
     def read(
         self, table: str, partitions: Collection[str] | None = None, *, writer: str | None = None
@@ -379,12 +414,6 @@ class Store:
         if column is not None and not len(out):
             out[column] = pd.Series(dtype="object")
         return out
-
-
-def _dates(data: pa.Table, column: str | None) -> list[str | None]:
-    if column is None:
-        return [None] * data.num_rows
-    return [None if d is None else d.isoformat() for d in data.column(column).to_pylist()]
 
 
 def _key(date: str | None, writer: str, commit_id: str) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pyarrow as pa
 
 from deepvm.errors import StoreError
-from deepvm.schemas import SCHEMA_PROPERTY, SCHEMA_VERSION
+from deepvm.schemas import COMMIT_ID, COMMITS, SCHEMA_PROPERTY, SCHEMA_VERSION, TABLES, WRITER
 from deepvm.store.location import Location
 
 if TYPE_CHECKING:
@@ -129,6 +129,32 @@ def check_version(location: Location, table: str, found: DeltaTable) -> None:
         )
 
 
+STATS_PROPERTY = "delta.dataSkippingStatsColumns"
+
+
+def stats_columns(table: str) -> str:
+    """The columns whose statistics each file's log entry keeps: the date, the
+    writer and the commit. delta-rs's default is the first 32 columns, which put
+    none of these in a wide table's statistics, so a write that replaces one
+    date's rows opened every file of its month, and a reader paid for 32
+    columns' filter expressions per file."""
+    if table == COMMITS:
+        return f"table_name,date,{WRITER},{COMMIT_ID}"
+    column = TABLES[table][0]
+    return ",".join(c for c in (column, WRITER, COMMIT_ID) if c is not None)
+
+
+def table_properties(table: str) -> dict[str, str]:
+    """The Delta table properties deepvm sets on every table it creates."""
+    return {
+        SCHEMA_PROPERTY: SCHEMA_VERSION,
+        # a checkpoint every 10 commits: opening a table reads at most 10 log
+        # files (on an object store, one request each) however busy it is
+        "delta.checkpointInterval": "10",
+        STATS_PROPERTY: stats_columns(table),
+    }
+
+
 def create_table(
     location: Location, table: str, schema: pa.Schema, partition_by: list[str]
 ) -> DeltaTable:
@@ -145,9 +171,7 @@ def create_table(
                 schema,
                 mode="error",
                 partition_by=partition_by or None,
-                # a checkpoint every 10 commits: opening a table reads at most 10 log
-                # files (on an object store, one request each) however busy it is
-                configuration={SCHEMA_PROPERTY: SCHEMA_VERSION, "delta.checkpointInterval": "10"},
+                configuration=table_properties(table),
                 storage_options=location.options,
                 raise_if_key_not_exists=False,
                 # never retried as a later version: a second creator must find the first's

@@ -16,7 +16,14 @@ from deepvm.errors import ParameterError, StoreError
 from deepvm.names import check_date
 from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 from deepvm.store import delta
-from deepvm.store.commit import commit_started, compact_commits, new_commit_id, sql_text
+from deepvm.store.commit import (
+    Key,
+    commit_started,
+    compact_commits,
+    new_commit_id,
+    restore,
+    sql_text,
+)
 from deepvm.store.core import Store
 
 if TYPE_CHECKING:
@@ -70,7 +77,8 @@ def compact(
         found = store._table(table)
         if found is None:
             continue
-        dropped[table] = _drop_invisible(store, table, horizon)
+        _upgrade_properties(store, table, found)
+        dropped[table] = _reconcile(store, table, horizon, retain_hours)
         months[table], merged[table] = _merge_months(store, table, cutoff)
         versions[table] = int(store._existing(table).version())
     _record(store, versions)
@@ -81,43 +89,116 @@ def compact(
     return CompactReport(cutoff, retain_hours, months, merged, dropped, vacuumed)
 
 
-def _drop_invisible(store: Store, table: str, horizon: pd.Timestamp) -> int:
-    """Delete rows of superseded commits, and of commits that never completed and
-    started before ``horizon``."""
+def _months_to_check(
+    store: Store, table: str, found: DeltaTable, retain_hours: float
+) -> list[str] | None:
+    """The month partitions whose rows can have changed for compaction since the
+    last one: those with a file added since it (less the retention, so a killed
+    run's rows are looked at again once they are old enough to drop). None: every
+    month (no compaction yet, or an undated table)."""
+    column = TABLES[table][0]
+    if column is None:
+        return None
+    done = store._commits()
+    last = done.loc[(done["command"] == "compact") & (done["table_name"] == table), "committed_at"]
+    if last.empty:
+        return None
+    since = last.max() - pd.Timedelta(hours=retain_hours) - pd.Timedelta(hours=1)
+    adds = pa.table(found.get_add_actions(flatten=True))
+    month = f"partition.{month_column(column)}"
+    if not adds.num_rows or month not in adds.column_names:
+        return []
+    added = adds.column("modification_time").to_numpy()
+    cutoff = int(pd.Timestamp(since).timestamp() * 1000)  # the log's unit: ms since 1970
+    recent = adds.column(month).to_pandas()[added >= cutoff]
+    return sorted(set(recent.dropna()))
+
+
+def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: float) -> int:
+    """Make the newest version of ``table`` hold, per (date, writer), the newest
+    completed commit's rows only: delete rows of superseded commits and of commits
+    that never completed and started before ``horizon``; where such a commit had
+    replaced the winner's rows (a run killed between its table commits and its
+    commit point), put the winner's rows back from the version it recorded. Only
+    the months written since the last compaction are read. The rows removed."""
     column = TABLES[table][0]
     found = store._existing(table)
+    months = _months_to_check(store, table, found, retain_hours)
+    if months == []:
+        return 0
     keys = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
-    data = delta.call(store.location, "reading", lambda: found.to_pyarrow_table(columns=keys))
+    filters = None if months is None else [(month_column(column or ""), "in", months)]
+    data = delta.call(
+        store.location,
+        "reading",
+        lambda: found.to_pyarrow_table(columns=keys, filters=filters),
+    )
     if not data.num_rows:
         return 0
-    frame = data.to_pandas().drop_duplicates()
-    dates = [d.isoformat() for d in frame[column]] if column else [""] * len(frame)
-    done = store._commits()
-    completed = set(done[COMMIT_ID])
+    frame = data.to_pandas()
+    frame["date"] = [d.isoformat() for d in frame[column]] if column else ""
+    counts = frame.groupby(["date", WRITER, COMMIT_ID]).size()
+    completed = set(store._commits()[COMMIT_ID])
     winners = store._winners(table)
-    winning = set(zip(winners["date"], winners[WRITER], winners[COMMIT_ID], strict=True))
-    clauses = []
-    for date, writer, commit in zip(dates, frame[WRITER], frame[COMMIT_ID], strict=True):
+    winner = {
+        (d, w): (c, int(v))
+        for d, w, c, v in zip(
+            winners["date"],
+            winners[WRITER],
+            winners[COMMIT_ID],
+            winners["table_version"],
+            strict=True,
+        )
+    }
+
+    def finished(commit: str) -> bool:  # completed, or abandoned long enough ago
         if commit in completed:
-            if (date, writer, commit) in winning:
-                continue
-        else:
-            started = commit_started(commit)
-            if started is None or started >= horizon:
-                continue  # perhaps a writer still at work
-        clause = f"{WRITER} = {sql_text(writer)} AND {COMMIT_ID} = {sql_text(commit)}"
+            return True
+        started = commit_started(commit)
+        return started is not None and started < horizon
+
+    deletes: list[str] = []
+    restores: dict[int, list[Key]] = {}
+    removed = 0
+    for (date, writer), group in counts.groupby(level=[0, 1]):
+        present = dict(zip(group.index.get_level_values(2), group.to_numpy(), strict=True))
+        best = winner.get((date, writer))
+        others = [c for c in present if best is None or c != best[0]]
+        if not others or not all(finished(c) for c in others):
+            continue  # nothing to drop, or a writer perhaps still at work
+        removed += int(sum(present[c] for c in others))
+        if best is not None and best[0] not in present:
+            restores.setdefault(best[1], []).append((table, date or None, writer))
+            continue
+        ids = ", ".join(sql_text(c) for c in sorted(others))
+        clause = f"{WRITER} = {sql_text(writer)} AND {COMMIT_ID} IN ({ids})"
         if column is not None:
             clause = f"{column} = {sql_text(date)} AND {clause}"
-        clauses.append(f"({clause})")
-    if not clauses:
-        return 0
-    metrics: dict = {}
+        deletes.append(f"({clause})")
+    if deletes:
+        delta.retrying(
+            store.location,
+            f"dropping unread rows of {table!r} in",
+            lambda: store._existing(table).delete(" OR ".join(deletes)),
+        )
+    for version, pairs in sorted(restores.items()):
+        restore(store, table, pairs, version)
+    return removed
 
-    def delete() -> None:
-        metrics.update(store._existing(table).delete(" OR ".join(clauses)))
 
-    delta.retrying(store.location, f"dropping unread rows of {table!r} in", delete)
-    return int(metrics.get("num_deleted_rows", 0))
+def _upgrade_properties(store: Store, table: str, found: DeltaTable) -> None:
+    """Give a table created by an earlier deepvm the statistics columns deepvm now
+    sets (compaction rewrites its old files with them)."""
+    wanted = delta.stats_columns(table)
+    if found.metadata().configuration.get(delta.STATS_PROPERTY) == wanted:
+        return
+    delta.retrying(
+        store.location,
+        f"setting the properties of {table!r} in",
+        lambda: store._existing(table).alter.set_table_properties(
+            {delta.STATS_PROPERTY: wanted}, raise_if_not_exists=False
+        ),
+    )
 
 
 def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int]:
