@@ -1,4 +1,4 @@
-"""Store commands: check, compact, migrate."""
+"""Store commands: check, compact, migrate, schema, export, sql."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from deepvm.names import check_date
 
 
 def add_parsers(sub: Any) -> None:
-    st = sub.add_parser("store", help="check, compact or migrate a store")
+    st = sub.add_parser(
+        "store", help="check, compact, migrate, describe or export a store's tables"
+    )
     sts = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     chk = sts.add_parser(
         "check",
@@ -67,11 +69,55 @@ def add_parsers(sub: Any) -> None:
     mig.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
     add_store_timeout(mig)
     mig.add_argument("--json", action="store_true", help="print one JSON object")
+    sch = sts.add_parser(
+        "schema",
+        help="the tables' contract: columns, types, units, meanings, partitioning",
+        description="Print every table's columns (or TABLE's) with type, unit and meaning, "
+        "its date column and partitioning, and the schema version. Needs no store. "
+        "Columns are only ever added, never renamed in place.",
+    )
+    sch.add_argument("table", nargs="?", metavar="TABLE", help="one table (default: all)")
+    sch.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    exp = sts.add_parser(
+        "export",
+        help="write a table's whole nights as plain Parquet or CSV files",
+        description="Write the rows deepvm reads of TABLE (the newest completed commit per "
+        "date and writer) as plain files for tools that do not read Delta: OUT/TABLE/DATE.EXT, "
+        "one per date (OUT/TABLE.EXT for an undated table), each written whole or not at all; "
+        "an existing file of a date is replaced.",
+    )
+    exp.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
+    add_store_timeout(exp)
+    exp.add_argument("--table", required=True, metavar="TABLE", help="the table to export")
+    exp.add_argument("--format", choices=("parquet", "csv"), default="parquet")
+    exp.add_argument("--since", metavar="YYYY-MM-DD", help="the first date (default: the first)")
+    exp.add_argument("--until", metavar="YYYY-MM-DD", help="the last date (default: the last)")
+    exp.add_argument("--out", required=True, metavar="DIR", help="the folder to write to")
+    exp.add_argument("--json", action="store_true", help="print one JSON object")
+    sql = sts.add_parser(
+        "sql",
+        help="SQL to paste into DuckDB, Spark or polars for a table's nights",
+        description="Print SQL over the store's Delta table: --view history (every night; "
+        "recommendations and fleet: the nightly record), current (the newest night), or "
+        "whole (the newest completed deepvm commit per date and writer, through the commits "
+        "table: for joining two tables from the same run). DuckDB reads Delta with its delta "
+        "extension (delta_scan), Spark with delta.`path`; for polars the table is the name a "
+        "frame is registered under: pl.SQLContext(TABLE=pl.scan_delta(path)).",
+    )
+    sql.add_argument("table", metavar="TABLE")
+    sql.add_argument("--view", choices=("history", "current", "whole"), default="history")
+    sql.add_argument("--dialect", choices=("duckdb", "spark", "polars"), default="duckdb")
+    sql.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
 
 
 def cmd_store(args: argparse.Namespace) -> int:
     from deepvm.store import Store
     from deepvm.store.location import locate
+
+    if args.store_command == "schema":
+        return _store_schema(args)
+    if args.store_command == "sql":
+        return _store_sql(args)
 
     store = Store(locate(store_location(args, required=True)), check_legacy=False)
     store._check_path()
@@ -81,6 +127,8 @@ def cmd_store(args: argparse.Namespace) -> int:
         return _store_migrate(store, args)
     if args.store_command == "compact":
         return _store_compact(store, args)
+    if args.store_command == "export":
+        return _store_export(store, args)
     return _store_check(store, args)
 
 
@@ -167,4 +215,98 @@ def _store_migrate(store: Any, args: argparse.Namespace) -> int:
         if count:
             print(f"{table}: {count} files -> {done.rows[table]} rows")
     print("migrated: every table is a Delta table now")
+    return 0
+
+
+def _known_table(table: str, *, commits: bool) -> None:
+    from deepvm.schemas import COMMITS, TABLES
+
+    names = [*([COMMITS] if commits else []), *TABLES]
+    if table not in names:
+        raise ParameterError("table", table, f"is not a table; the tables: {', '.join(names)}")
+
+
+def _store_schema(args: argparse.Namespace) -> int:
+    from deepvm.columns import contract, contract_markdown, contracts
+
+    if args.table:
+        _known_table(args.table, commits=True)
+    tables = [contract(args.table)] if args.table else contracts()
+    if args.format == "json":
+        from deepvm.schemas import SCHEMA_VERSION
+
+        print_json({"schema_version": SCHEMA_VERSION, "tables": [t.as_dict() for t in tables]})
+    else:
+        print(contract_markdown(tables), end="")
+    return 0
+
+
+def _store_sql(args: argparse.Namespace) -> int:
+    from deepvm.schemas import TABLES
+    from deepvm.store.location import locate
+    from deepvm.store.sql import current_night_sql, delta_source, history_sql, whole_rows_sql
+
+    _known_table(args.table, commits=False)
+    if args.view == "current" and TABLES[args.table][0] is None:
+        raise ParameterError(
+            "view", "current", f"needs a dated table; {args.table!r} has no dates: use history"
+        )
+    uri = locate(store_location(args, required=True)).uri
+    if args.view == "whole":
+        if args.dialect == "polars":
+            print(f"-- pl.SQLContext({args.table}=pl.scan_delta(...), commits=pl.scan_delta(...))")
+            print(whole_rows_sql(args.table).strip())
+            return 0
+        source = delta_source(uri, args.table, args.dialect)
+        print(whole_rows_sql(args.table, source, delta_source(uri, "commits", args.dialect)))
+        return 0
+    source = delta_source(uri, args.table, args.dialect)
+    view = current_night_sql if args.view == "current" else history_sql
+    if args.dialect == "polars":
+        print(
+            f"-- pl.SQLContext({args.table}=pl.scan_delta({uri.rstrip('/') + '/' + args.table!r}))"
+        )
+    print(view(args.table, source))
+    return 0
+
+
+def _store_export(store: Any, args: argparse.Namespace) -> int:
+    from deepvm.schemas import TABLES
+    from deepvm.store.export import export_table
+
+    _known_table(args.table, commits=False)
+    for name in ("since", "until"):
+        if getattr(args, name):
+            check_date(getattr(args, name), name)
+    if (args.since or args.until) and TABLES[args.table][0] is None:
+        raise ParameterError(
+            "since" if args.since else "until",
+            args.since or args.until,
+            f"applies to dated tables only; {args.table!r} has no dates",
+        )
+    store.check_legacy = True
+    progress(f"exporting {args.table} of {store.uri} to {args.out} ...")
+    done = export_table(
+        store,
+        args.table,
+        args.out,
+        args.format,
+        since=args.since,
+        until=args.until,
+        on_date=lambda day: progress(f"  {day}"),
+    )
+    if args.json:
+        print_json(
+            {
+                "store": store.uri,
+                "table": done.table,
+                "format": done.format,
+                "folder": done.folder,
+                "dates": done.dates,
+                "files": done.files,
+                "rows": done.rows,
+            }
+        )
+        return 0
+    print(f"{done.table}: {done.rows} rows in {len(done.files)} file(s) under {done.folder}")
     return 0
