@@ -84,6 +84,33 @@ def fabricate_year(store: Path, first: dt.date, nights: int) -> None:
             print(f"  fabricated {k} nights", flush=True)
 
 
+def age_log(store: Path, last: dt.date) -> None:
+    """Date each fabricated night's Delta commits as a real year's would be: a night
+    ``k`` days before ``last`` committed ``k + 1`` days ago (the log's timestamps,
+    which compaction's look back over the retention reads), rather than all in the
+    last minute."""
+    import json
+
+    now = dt.datetime.now(dt.UTC)
+    for log in store.glob("*/_delta_log/*.json"):
+        lines = log.read_text().splitlines()
+        changed = False
+        for i, line in enumerate(lines):
+            entry = json.loads(line)
+            info = entry.get("commitInfo")
+            keys = json.loads(info.get("deepvm.keys") or "[]") if info else []
+            dates = {d for d, _ in keys if d}
+            if len(dates) != 1:
+                continue
+            (day,) = dates
+            age = (last - dt.date.fromisoformat(day)).days + 1
+            info["timestamp"] = int((now - dt.timedelta(days=age)).timestamp() * 1000)
+            lines[i] = json.dumps(entry, separators=(",", ":"))
+            changed = True
+        if changed:
+            log.write_text("\n".join(lines) + "\n")
+
+
 def compare(fresh: Path, old: Path, date: str, runs: int, label: str) -> None:
     rows = []
     for k in range(runs):  # alternate, so drift on a shared machine hits both
@@ -214,6 +241,7 @@ def main() -> None:
         shutil.copytree(year, one)
         start = time.perf_counter()
         fabricate_year(year, last, args.nights)
+        age_log(year, last)
         compact = [sys.executable, "-m", "deepvm", "-q", "store", "compact", "--store", str(year),
                    "--retain-hours", "0", "--before"]  # fmt: skip
         subprocess.run([*compact, "2026-12-01"], check=True, capture_output=True)

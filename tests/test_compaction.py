@@ -184,3 +184,23 @@ def test_two_compactions_within_one_second_keep_every_row_readable(
         assert main([*argv, "--retain-hours", "0"]) == 0
     capsys.readouterr()
     assert every_reader(store) == before
+
+
+def test_the_current_month_is_merged_once_it_holds_eight_files(tmp_path, jobs, capsys):
+    """A reader on the 31st opens at most OPEN_MONTH_FILES files of the month more
+    than on the 1st: the nightly's compaction merges the month in progress then."""
+    from deepvm.store.maintenance import OPEN_MONTH_FILES
+
+    store = tmp_path / "s"
+    for day in range(1, OPEN_MONTH_FILES + 1):
+        argv = ["-q", "nightly", "--store", str(store), "--jobs", str(jobs), "--no-compact"]
+        assert main([*argv, "--date", f"2026-12-{day:02d}"]) == 0
+    before = every_reader(store)
+    assert active_files(store, "recommendations") == OPEN_MONTH_FILES
+    capsys.readouterr()
+    argv = ["store", "compact", "--store", str(store), "--before", "2026-12-05", "--json"]
+    assert main(argv) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["months"]["recommendations"] == ["2026-12"]
+    assert active_files(store, "recommendations") == 1
+    assert every_reader(store) == before

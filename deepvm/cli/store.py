@@ -36,11 +36,13 @@ def add_parsers(sub: Any) -> None:
         "compact",
         help="merge finished months' files, drop rows no reader sees, remove old files",
         description="Merge the files of each month that ended before --before (default: "
-        "today, so every finished month) into few large files (Delta's optimize); drop rows "
-        "of superseded commits and of commits that never completed and started more than "
-        "--retain-hours ago; then delete files removed more than --retain-hours ago (Delta's "
-        "vacuum). Each step is a commit of its own: readers and writers running meanwhile "
-        "see and lose nothing.",
+        "today, so every finished month) into one file per table (Delta's optimize), and a "
+        "month not yet ended once it holds 8 files; where a commit that never completed and "
+        "started more than --retain-hours ago replaced a date's rows, put the newest "
+        "completed commit's rows back (and drop rows of superseded commits an earlier deepvm "
+        "left), reading only the months written since the last compaction; then delete "
+        "files removed more than --retain-hours ago (Delta's vacuum). Each step is a commit "
+        "of its own: readers and writers running meanwhile see and lose nothing.",
     )
     cpt.add_argument("--store", metavar="URI", help="default: $DEEPVM_STORE, else ./deepvm-store")
     add_store_timeout(cpt)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deepvm.errors import StoreError
 from deepvm.schemas import (
@@ -94,6 +96,7 @@ def commit(store: Store, tx: Transaction) -> None:
                 [tx.staged[key] for key in keys],
                 keys,
                 replace=any(key not in tx.appended for key in keys),
+                commit_id=tx.commit_id,
             )
     except BaseException:
         _put_back(store, tx, before)
@@ -156,12 +159,25 @@ def keys_predicate(table: str, keys: Iterable[Key]) -> str:
     return " OR ".join(clauses)
 
 
+COMMIT_KEY = "deepvm.commit"  # in a table commit's info: the deepvm commit ("": none)
+KEYS_KEY = "deepvm.keys"  # in a table commit's info: the (date, writer) pairs it wrote (JSON)
+
+
 def write_table(
-    location: Location, table: str, parts: list[pa.Table], keys: list[Key], *, replace: bool
+    location: Location,
+    table: str,
+    parts: list[pa.Table],
+    keys: list[Key],
+    *,
+    replace: bool,
+    commit_id: str = "",
 ) -> int:
     """One Delta commit to ``table`` (created when absent): the rows in ``parts``
     replace every row of the (date, writer) pairs in ``keys`` when ``replace``
-    (delta-rs's overwrite with a predicate), else are appended. Its version after."""
+    (delta-rs's overwrite with a predicate), else are appended. The Delta commit's
+    info names the deepvm commit whose rows it adds (``commit_id``; "" for rows put
+    back) and the (date, writer) pairs it wrote, so compaction finds unfinished commits in the log
+    without reading rows. Its version after."""
     from deltalake import CommitProperties, write_deltalake
 
     schema = COMMITS_SCHEMA if table == COMMITS else table_schema(table)
@@ -169,10 +185,12 @@ def write_table(
     # one chunk: delta-rs writes a table's chunks in parallel, in no set order
     rows = pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
     predicate = keys_predicate(table, keys) if replace and keys else None
+    pairs = sorted({(k[1] or "", k[2]) for k in keys})
+    info = {COMMIT_KEY: commit_id, KEYS_KEY: json.dumps(pairs, separators=(",", ":"))}
 
     def write() -> int:  # a retry starts from the table as it is now
         target = delta.create_table(location, table, schema, partitions)
-        retries = CommitProperties(max_commit_retries=delta.COMMIT_RETRIES)
+        retries = CommitProperties(max_commit_retries=delta.COMMIT_RETRIES, custom_metadata=info)
         # a column a newer deepvm added (docs/ARCHITECTURE.md, "The store") is added
         # to an older table, nullable, rather than refused: schema_mode="merge"
         if predicate:
@@ -217,7 +235,7 @@ def row_dates(data: pa.Table, column: str | None) -> list[str | None]:
     """Each row's date as ISO text (None for an undated table)."""
     if column is None:
         return [None] * data.num_rows
-    return [None if d is None else d.isoformat() for d in data.column(column).to_pylist()]
+    return pc.cast(data.column(column), pa.string()).to_pylist()
 
 
 def restore(store: Store, table: str, keys: list[Key], version: int | None) -> None:
@@ -324,7 +342,14 @@ def _winners_in_place(store: Store, tx: Transaction, table: str, found: DeltaTab
         else:
             theirs.setdefault(winner[1], []).append(key)
     if mine:
-        write_table(store.location, table, [tx.staged[k] for k in mine], mine, replace=True)
+        write_table(
+            store.location,
+            table,
+            [tx.staged[k] for k in mine],
+            mine,
+            replace=True,
+            commit_id=tx.commit_id,
+        )
     for version, pairs in sorted(theirs.items()):
         restore(store, table, pairs, version)
     return bool(mine or theirs)

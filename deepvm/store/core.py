@@ -18,6 +18,7 @@ number of machines can write at once.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 import uuid
@@ -337,7 +338,10 @@ class Store:
         filters = None
         if column is not None and wanted is not None:
             months = sorted({d[:7] for d in wanted})
-            filters = [(month_column(column), "in", months)]
+            days = [dt.date.fromisoformat(d) for d in sorted(wanted)]
+            # the month prunes partitions; the date prunes the month's files by their
+            # statistics (a month not yet compacted holds a file per night)
+            filters = [(month_column(column), "in", months), (column, "in", days)]
         data = delta.call(
             self.location,
             f"reading table {table!r} of",

@@ -5,6 +5,7 @@ compaction after it commits."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,8 @@ from deepvm.names import check_date
 from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 from deepvm.store import delta
 from deepvm.store.commit import (
+    COMMIT_KEY,
+    KEYS_KEY,
     Key,
     commit_started,
     compact_commits,
@@ -92,10 +95,14 @@ def compact(
 def _months_to_check(
     store: Store, table: str, found: DeltaTable, retain_hours: float
 ) -> list[str] | None:
-    """The month partitions whose rows can have changed for compaction since the
-    last one: those with a file added since it (less the retention, so a killed
-    run's rows are looked at again once they are old enough to drop). None: every
-    month (no compaction yet, or an undated table)."""
+    """The month partitions where compaction can find rows to drop or put back,
+    from the table's log, not its rows. Each table commit's info names the
+    (date, writer) pairs it wrote, and its last write holds a pair's rows; among
+    the commits since the last compaction (less the retention, so a killed run's
+    rows are looked at again once they are old enough), a pair needs compaction
+    where its last write is a commit that never completed, or a completed one that
+    is not the newest (two runs at once). None: read every month (no compaction
+    yet, an undated table, or a write deepvm did not make)."""
     column = TABLES[table][0]
     if column is None:
         return None
@@ -104,14 +111,44 @@ def _months_to_check(
     if last.empty:
         return None
     since = last.max() - pd.Timedelta(hours=retain_hours) - pd.Timedelta(hours=1)
-    adds = pa.table(found.get_add_actions(flatten=True))
-    month = f"partition.{month_column(column)}"
-    if not adds.num_rows or month not in adds.column_names:
-        return []
-    added = adds.column("modification_time").to_numpy()
-    cutoff = int(pd.Timestamp(since).timestamp() * 1000)  # the log's unit: ms since 1970
-    recent = adds.column(month).to_pandas()[added >= cutoff]
-    return sorted(set(recent.dropna()))
+    entries = _history_since(found, int(since.timestamp() * 1000))
+    if entries is None:
+        return None
+    last_write: dict[tuple[str, str], str] = {}
+    for entry in sorted(entries, key=lambda e: int(e.get("version", 0))):
+        commit = entry.get(COMMIT_KEY)
+        if commit is None:
+            if entry.get("operation") in ("WRITE", "MERGE", "UPDATE", "STREAMING UPDATE"):
+                return None  # rows deepvm cannot place: read them all
+            continue  # optimize, delete, vacuum, properties: no rows of a commit
+        for date, writer in json.loads(entry.get(KEYS_KEY) or "[]"):
+            last_write[(date, writer)] = commit
+    completed = set(done[COMMIT_ID])
+    winners = store._winners(table)
+    won = dict(
+        zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
+    )
+    return sorted(
+        {
+            date[:7]
+            for (date, writer), commit in last_write.items()
+            if commit  # "": rows put back, a winner's
+            and (commit not in completed or won.get((date, writer)) != commit)
+        }
+    )
+
+
+def _history_since(found: DeltaTable, since_ms: int) -> list[dict] | None:
+    """The table's commit infos at or after ``since_ms`` (None: the log no longer
+    reaches back that far)."""
+    limit = 64
+    while True:
+        entries = found.history(limit)
+        if any(int(e.get("timestamp", 0)) < since_ms for e in entries):
+            return [e for e in entries if int(e.get("timestamp", 0)) >= since_ms]
+        if len(entries) < limit:
+            return None if entries and int(entries[-1].get("version", 0)) > 0 else entries
+        limit *= 4
 
 
 def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: float) -> int:
@@ -201,7 +238,13 @@ def _upgrade_properties(store: Store, table: str, found: DeltaTable) -> None:
     )
 
 
+OPEN_MONTH_FILES = 8  # a month not yet finished is merged once it holds this many files
+
+
 def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int]:
+    """Merge each finished month's files into one; a month not finished (the
+    current one) once it holds OPEN_MONTH_FILES files, so a reader on the 31st
+    opens at most that many more files than on the 1st."""
     column = TABLES[table][0]
     if column is None:
         return [], 0
@@ -214,7 +257,7 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
     counts = values.value_counts()
     done, files = [], 0
     for value, count in sorted(counts.items()):
-        if value >= cutoff[:7] or count < 2:
+        if count < (OPEN_MONTH_FILES if value >= cutoff[:7] else 2):
             continue
 
         def optimize(value: str = value) -> dict:
