@@ -95,3 +95,42 @@ def test_one_night_is_not_a_history(tmp_path, capsys):
     capsys.readouterr()
     assert main(["backtest", "--store", store]) == 2
     assert "needs two or more" in capsys.readouterr().err
+
+
+def test_a_move_costs_its_stall_and_the_work_lost_since_the_checkpoint():
+    """A paid move's night does the new cluster's useful work less the stall
+    (checkpoint transfer, restart) and less the work redone since the old
+    cluster's last checkpoint; a move in hindsight costs none of it."""
+    import dataclasses
+
+    from deepvm import recommend
+    from deepvm.backtest import NIGHT_S, _night, _price_tonight, _side
+    from deepvm.catalog import load_catalog
+    from deepvm.planner.migration import migration_cost
+
+    job = next(j for j in load_scenarios(None) if j.spec.work_flops is None)
+    job = dataclasses.replace(job, spec=dataclasses.replace(job.spec, top=8))
+    found = recommend(job.budget, job.spec, explain=False)
+    recs = found.recommendations
+    old = next(r for r in recs if r.checkpoint_interval_s and r.checkpoint_interval_s > 0)
+    new = next(r for r in recs if r.identity() != old.identity())
+    catalog = load_catalog()
+    done = {}
+    for policy in ("naive", "hindsight"):
+        held: dict = {}
+        acc = {"work": 0.0, "cost": 0.0, "moves": 0, "lost_h": 0}
+        args = (catalog, job, found.checkpoint_gb, 0.05, acc)
+        _night(held, (job.name, policy), policy, old, *args)
+        done[policy] = _night(held, (job.name, policy), policy, new, *args)[0]
+        assert acc["moves"] == 1
+    price = _price_tonight(old, catalog)
+    old_side, new_side = _side(old, price, catalog), _side(new, new.hourly_cost, catalog)
+    move = migration_cost(
+        old_side, new_side, checkpoint_gb=found.checkpoint_gb, restart_s=job.spec.restart_s
+    )
+    assert move.lost_flops > 0
+    stall = move.transfer_s + move.restart_s
+    assert done["hindsight"] == pytest.approx(new_side.useful_flops * NIGHT_S)
+    assert done["hindsight"] - done["naive"] == pytest.approx(
+        new_side.useful_flops * stall + move.lost_flops
+    )

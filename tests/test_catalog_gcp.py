@@ -92,3 +92,27 @@ def test_planning_on_gcp_counts_its_gpu_quotas_in_gpus(tmp_path, capsys):
     # 2 spot nodes of 8 L4s fill the 16 preemptible L4s; a third would need 24.
     assert (rec["worker_type"], rec["n_spot"], rec["n_on_demand"]) == ("g2-standard-96", 2, 1)
     assert rec["binding"] == "the PREEMPTIBLE_NVIDIA_L4_GPUS quota in us-central1 (16 GPUs)"
+
+
+def test_the_three_cloud_catalog_keeps_every_files_columns(capsys):
+    """The shipped catalog joins the clouds' files under the union of their columns:
+    GCP's spot GPU quota keys and Azure's regional keys survive the join, so
+    `recommend --cloud gcp` plans as on GCP's own file."""
+    shipped = load_catalog().table
+    for cloud in ("gcp", "azure"):
+        own = load_catalog(ROOT / "datasets" / f"catalog-{cloud}.csv").table
+        rows = [k for k in range(len(shipped)) if shipped["provider"][k] == cloud]
+        assert len(rows) == len(own)
+        for column in ("quota_group", "spot_quota_group", "regional_quota_group"):
+            if column not in own:
+                continue
+            assert [shipped[column][k] for k in rows] == list(own[column]), (cloud, column)
+    argv = ["recommend", "--budget", "6", "--top", "2", "--json", "--cloud", "gcp"]
+    assert main(argv) == 0
+    from_shipped = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--catalog", str(ROOT / "datasets" / "catalog-gcp.csv")]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    key = ["worker_type", "n_workers", "n_spot", "hourly_cost"]
+    assert [[r[k] for k in key] for r in from_shipped["recommendations"]] == [
+        [r[k] for k in key] for r in alone["recommendations"]
+    ]

@@ -366,3 +366,19 @@ def test_the_nightly_fetches_the_feed_when_asked_and_survives_its_failure(tmp_pa
     assert Store.open(store).partitions("spot_advisor") == ["2026-12-01"]
     assert main([*argv, "--date", "2026-12-03"]) == 0  # not asked: not fetched
     assert json.loads(capsys.readouterr().out)["spot_advisor"] is None
+
+
+def test_the_shipped_catalog_flags_two_spot_outliers_against_the_regional_saving():
+    """The threshold is a fraction of the regional average spot price (on-demand x
+    (1 - the regional saving)), not of on-demand: of 264 priced spot rows, the two
+    zones far below their region's average (docs/ARCHITECTURE.md) and no others."""
+    from deepvm.catalog.common import spot_outliers
+
+    table = load_catalog().table
+    flagged = spot_outliers(table)
+    named = {
+        (str(table["instance_type"][k]), str(table["region"][k]))
+        for k in range(len(table))
+        if flagged[k]
+    }
+    assert named == {("p4d.24xlarge", "us-east-1"), ("p5.48xlarge", "us-west-2")}

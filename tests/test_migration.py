@@ -79,3 +79,16 @@ def test_the_threshold_is_the_callers():
     new = Side(1.04e14, 4.0, 10.0)
     strict = decide("throughput", OLD, new, LEFT, checkpoint_gb=0.0, restart_s=0.0, min_gain=0.0)
     assert strict.move  # any gain moves at a threshold of 0
+
+
+def test_goodput_prices_the_move_by_useful_work_not_throughput():
+    """A faster cluster that loses half its time to preemptions does less useful
+    work than the old one: by goodput the job stays, though by throughput it would
+    move."""
+    new = Side(1.5e14, 6.0, 25.0, efficiency=0.5)
+    by_throughput = decide("throughput", OLD, new, LEFT, checkpoint_gb=12.5, restart_s=300.0)
+    assert by_throughput.move
+    d = decide("goodput", OLD, new, LEFT, checkpoint_gb=12.5, restart_s=300.0)
+    # Stay: 36,000 s. Move: 320 s stalled + (3.6e18 + 9e16) / (1.5e14 x 0.5) s.
+    assert d.gain == pytest.approx((36000 - (320 + 3.69e18 / 0.75e14)) / 36000)
+    assert not d.move and "stay" in d.reason

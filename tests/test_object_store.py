@@ -221,7 +221,13 @@ def test_plain_delta_readers_see_whole_nights_on_s3(s3, tmp_path):
     """On S3 as on a folder: after a re-run, a run killed between two tables'
     commits, two runs of one date at once and a compaction, delta-rs, polars and
     DuckDB reading the newest versions see each date once per writer, whole."""
-    from test_store_commits import KILL_AFTER_APPENDS, NIGHT_TABLES, deepvm_process, nightly_argv
+    from test_store_commits import (
+        KILL_AFTER_APPENDS,
+        KILL_INSIDE_A_COMMIT,
+        NIGHT_TABLES,
+        deepvm_process,
+        nightly_argv,
+    )
 
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(JOBS)
@@ -242,6 +248,18 @@ def test_plain_delta_readers_see_whole_nights_on_s3(s3, tmp_path):
     for run in runs:
         _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES)
+    inside = deepvm_process(
+        nightly_argv(s3, jobs, "2026-12-02", "--no-compact"), KILL_INSIDE_A_COMMIT, env
+    )
+    inside.communicate(timeout=300)
+    assert inside.returncode == -9
+    assert_whole_for_plain_readers(s3, NIGHT_TABLES)
+    # a compaction beside a nightly of the same month
+    beside = deepvm_process(nightly_argv(s3, jobs, "2026-12-01", "--no-compact"), env=env)
+    assert main(["-q", "store", "compact", "--store", s3, "--before", "2027-01-01"]) == 0
+    _, err = beside.communicate(timeout=300)
+    assert beside.returncode == 0, err
     assert_whole_for_plain_readers(s3, NIGHT_TABLES)
     assert main(["-q", "store", "compact", "--store", s3, "--retain-hours", "0"]) == 0
     assert_whole_for_plain_readers(s3, NIGHT_TABLES)

@@ -181,14 +181,12 @@ def test_a_nightly_killed_after_each_commit_step(tmp_path, jobs, n):
 KILL_INSIDE_A_COMMIT = """
 import os, signal, uuid
 import deltalake, pyarrow.parquet as pq
-real = deltalake.write_deltalake
 def write(target, data, **kwargs):
     # delta-rs writes a commit's data files first, then its log entry: killed in
     # between, the files lie in the table's folder with no log entry naming them
-    uri = target.table_uri if hasattr(target, "table_uri") else str(target)
-    folder = uri.removeprefix("file://") + "/snapshot_month=2026-12"
-    os.makedirs(folder, exist_ok=True)
-    pq.write_table(data, f"{folder}/part-00000-{uuid.uuid4()}-c000.snappy.parquet")
+    filesystem = target.to_pyarrow_dataset().filesystem  # the table's folder or prefix
+    name = f"snapshot_month=2026-12/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(data, name, filesystem=filesystem)
     os.kill(os.getpid(), signal.SIGKILL)
 deltalake.write_deltalake = write
 """
