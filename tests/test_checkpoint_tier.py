@@ -225,3 +225,25 @@ def test_a_save_with_no_tier_says_it_goes_to_local_disk(local_folder, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per process, not at every save
         checkpoint.save_bytes(b"y", 2)
+
+
+def test_a_full_folder_takes_the_next_version_in_place_of_its_oldest(tmp_path):
+    """Room is counted against the newest keep - 1 versions (the oldest goes once the
+    new one is in): a folder sized for exactly `keep` versions never refuses one."""
+    folder = VersionFolder(tmp_path, keep=2, capacity_bytes=20)
+    for step in (1, 2, 3):
+        data = f"version-{step:02d}".encode()  # 10 bytes
+        folder.write(step, iter([data]), size=10, sha256=hashlib.sha256(data).hexdigest())
+    assert [v.step for v in folder.versions()] == [3, 2]
+    with pytest.raises(CapacityError):
+        folder.check_room(11)
+
+
+def test_tiers_together_keep_at_least_the_newest_k_versions():
+    from deepvm.checkpoint.protocol import versions_per_tier
+
+    for k in range(1, 9):
+        for n in range(1, 5):
+            each = versions_per_tier(k, n)
+            assert each * n >= k and (each - 1) * n < max(k, n), (k, n)
+    assert versions_per_tier(5, 2) == 3

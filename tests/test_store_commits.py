@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 import pytest
+from deltalake import DeltaTable
 from helpers import assert_whole_for_plain_readers, plain_readers, whole
 from tests_paths import ROOT
 
@@ -213,8 +214,6 @@ def test_a_rerun_replaces_each_table_in_one_delta_commit(tmp_path, jobs):
     """A re-run of a date removes the rows it supersedes and adds its own in one
     Delta commit per table (delta-rs's overwrite with a predicate): no version of
     any table holds the date twice or not at all."""
-    from deltalake import DeltaTable
-
     store = tmp_path / "s"
     for date in ("2026-12-01", "2026-12-02"):
         assert main(nightly_argv(store, jobs, date, "--no-compact")) == 0
@@ -349,3 +348,40 @@ def test_the_readmes_store_readers_run_as_written(tmp_path, jobs):
         timeout=120,
     )
     assert printed.stdout.strip() == shown[1].strip(), printed.stderr
+
+
+def test_the_run_that_completes_last_holds_the_table_when_the_other_wrote_last(
+    tmp_path, monkeypatch
+):
+    """Two runs of one date at once: A's table commit lands, then B's whole commit,
+    then A's commit point. A is the newest completed commit (deepvm reads it), but
+    B's rows landed in the table after A's: A writes its rows again, so a plain
+    reader reads A too."""
+    from deepvm.store import commit
+
+    def rows(run: str) -> pd.DataFrame:
+        names = TABLES["scaling"][1].names
+        row = {name: None for name in names}
+        row.update(run_id=run, instance_type="g5.xlarge", workload="resnet50", n_nodes=1)
+        return pd.DataFrame([row] * (2 if run == "A" else 3))
+
+    store = Store.open(tmp_path / "s")
+    real = commit.write_table
+    state = {"b_done": False}
+
+    def write_table(location, table, *args, **kwargs):
+        version = real(location, table, *args, **kwargs)
+        if table == "scaling" and not state["b_done"]:
+            state["b_done"] = True  # B runs whole between A's table commit and its commit point
+            with Store.open(tmp_path / "s").transaction() as b:
+                b.write("scaling", rows("B"), partition="2026-12-01", name="w")
+        return version
+
+    monkeypatch.setattr(commit, "write_table", write_table)
+    with store.transaction() as a:
+        a.write("scaling", rows("A"), partition="2026-12-01", name="w")
+    monkeypatch.undo()
+    assert set(Store.open(tmp_path / "s").read("scaling")["run_id"]) == {"A"}
+    plain = DeltaTable(tmp_path / "s" / "scaling").to_pandas()
+    assert list(plain["run_id"]) == ["A", "A"]
+    assert_whole_for_plain_readers(tmp_path / "s", ["scaling"])

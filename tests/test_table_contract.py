@@ -153,6 +153,19 @@ def test_the_sql_views_run_on_duckdb_and_polars(store, capsys):
     current = con.sql(current_night_sql("fleet", "fleet_delta")).df()
     assert {str(d)[:10] for d in current["snapshot_date"]} == {"2026-12-02"}
     assert len(current) == (nightly["snapshot_date"] == "2026-12-02").sum()
+    # recommendations hold a what-if run (recommend --store) dated by the newest
+    # prices, beside the night: the current night is the nightly record alone
+    dated = Store.open(store).read("recommendations")
+    assert set(dated.loc[dated["snapshot_date"] == "2026-12-02", "run_kind"]) == {
+        "nightly",
+        "what-if",
+    }
+    night = con.sql(current_night_sql("recommendations", "recommendations_delta")).df()
+    assert (
+        set(night["run_kind"]) == {"nightly"}
+        and len(night)
+        == ((dated["snapshot_date"] == "2026-12-02") & (dated["run_kind"] == "nightly")).sum()
+    )
     recs = con.sql(whole_rows_sql("recommendations", "recommendations_delta", "commits_delta"))
     assert len(recs.df()) == len(Store.open(store).read("recommendations"))
     # the text `deepvm store sql --dialect polars` prints, run as a user pastes it
