@@ -353,10 +353,10 @@ def test_the_readmes_command_outputs_are_what_the_commands_print(tmp_path, monke
 
 def test_global_flags_after_the_command_name(capsys, tmp_path):
     """-q and -v work after the command too (they were refused there)."""
-    from deepvm.cli import common
+    from deepvm.cli import output
 
     assert main(["recommend", "--budget", "3", "--json", "-q"]) == 0
-    assert common.QUIET is True
+    assert output.QUIET is True
     json.loads(capsys.readouterr().out)
     assert main(["prices", "show", "--store", str(tmp_path / "none"), "-v"]) == 2
     err = capsys.readouterr().err

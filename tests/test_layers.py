@@ -171,3 +171,91 @@ def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
     assert outcome.error is not None
     assert "raise deadline_h to at least" in outcome.error  # the scenarios file's key
     assert "or raise budget" in outcome.error and "--" not in outcome.error
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the project's modules it imports (module and function level; a
+    ``from package import module`` names the module; TYPE_CHECKING imports do not
+    count: they never run)."""
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_checking_only(tree)
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    sub = module_path(f"{node.module}.{alias.name}")
+                    whole = sub is not None and (ROOT / sub).exists()
+                    names.add(f"{node.module}.{alias.name}" if whole else node.module)
+        relative = path.relative_to(ROOT).as_posix()
+        graph[relative] = {
+            target
+            for name in names
+            if (target := module_path(name)) and target != relative and (ROOT / target).exists()
+        }
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circles():
+    """Module to module, function-level imports included: none hidden by importing
+    inside a function (issue 38 found four)."""
+    assert import_circles(_module_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_level_import():
+    graph = _module_graph()
+    graph["deepvm/store/legacy.py"] = graph["deepvm/store/legacy.py"] | {"deepvm/store/core.py"}
+    assert ["deepvm/store/core.py", "deepvm/store/legacy.py"] in import_circles(graph)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_imports_another_modules_private_names(path):
+    private = [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").split(".")[0] in ("deepvm", "flows")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert private == []

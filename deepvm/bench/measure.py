@@ -87,7 +87,7 @@ def _cache_path() -> Path:
     return Path(root) / "deepvm" / "flops.json"
 
 
-def _autocast(device: str) -> Any:
+def autocast(device: str) -> Any:
     import torch
 
     if step_dtype(device) == "bfloat16":
@@ -96,7 +96,7 @@ def _autocast(device: str) -> Any:
 
 
 def _forward_backward(sample: SampleModel, batch: dict[str, Any], device: str) -> None:
-    with _autocast(device):
+    with autocast(device):
         loss = sample.model(**batch).loss
     loss.backward()
 

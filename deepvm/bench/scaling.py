@@ -71,7 +71,7 @@ def _train(
     from torch.nn.parallel import DistributedDataParallel
 
     from deepvm import checkpoint
-    from deepvm.bench.measure import _autocast
+    from deepvm.bench.measure import autocast
     from deepvm.bench.models import build_model
 
     cuda = torch.cuda.is_available()
@@ -95,7 +95,7 @@ def _train(
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with _autocast(device):
+        with autocast(device):
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()

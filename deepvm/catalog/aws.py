@@ -19,7 +19,7 @@ import pandas as pd
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import request_timeout_s
-from deepvm.catalog.sources import INSTANCE_COLUMNS, PriceData
+from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.errors import InputError
 
 # The Pricing API answers from us-east-1 (and ap-south-1) for every region.

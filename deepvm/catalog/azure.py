@@ -18,7 +18,7 @@ import pandas as pd
 
 from deepvm._datasets import dataset_path
 from deepvm.catalog.http import get_json
-from deepvm.catalog.sources import INSTANCE_COLUMNS, PriceData
+from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
 DEFAULT_URL = "https://prices.azure.com/api/retail/prices"
 ENV_URL = "DEEPVM_AZURE_PRICES_URL"

@@ -23,7 +23,7 @@ import pandas as pd
 
 from deepvm._datasets import dataset_path
 from deepvm.catalog.http import SourceUnavailable, get_text
-from deepvm.catalog.sources import INSTANCE_COLUMNS, PriceData
+from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
 DEFAULT_URL = (
     "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8/gcp/vms.csv"

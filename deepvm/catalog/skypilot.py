@@ -20,8 +20,8 @@ import pandas as pd
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import get_text
+from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.snapshot import load_catalog
-from deepvm.catalog.sources import INSTANCE_COLUMNS, PriceData
 from deepvm.errors import InputError
 
 COLUMNS = (

@@ -1,6 +1,7 @@
-"""Price sources: one interface, one module per source (snapshot today; AWS,
-Azure and SkyPilot plug in the same way). Each returns instance specs and
-long-format prices (docs/ARCHITECTURE.md, "The store": ``instances`` and ``prices``)."""
+"""Price sources by name (``get_source``): the shipped snapshot or a catalog file,
+and AWS, GCP, Azure and SkyPilot, each a module of its own that speaks the
+interface of ``deepvm.catalog.price_data``; and the planner's catalog from stored
+specs and prices (docs/ARCHITECTURE.md, "The store": ``instances`` and ``prices``)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,12 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import pandas as pd
 
 from deepvm.catalog.common import Catalog, validate_catalog
+from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData, PriceSource
 from deepvm.catalog.snapshot import load_catalog
-from deepvm.schemas import TABLES
-
-# The `instances` table's columns, from the one schema module.
-INSTANCE_COLUMNS = TABLES["instances"][1].names
-
-
-@dataclass(frozen=True)
-class PriceData:
-    instances: pd.DataFrame  # INSTANCE_COLUMNS
-    prices: pd.DataFrame  # provider, region, zone, instance_type, market, usd_per_hour, ...
-    source: str
-    dropped: int = 0  # rows without a usable (positive) price
-
-
-class PriceSource(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    def fetch(self) -> PriceData: ...
 
 
 def catalog_to_price_data(

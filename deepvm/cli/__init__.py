@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 
 from deepvm.cli import (
     checkpoint,
-    common,
     data,
     fleet,
     launch,
     measure,
     nightly,
+    output,
     plan,
     simulate,
     store,
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(join_negative_values(tokens))
     except SystemExit as exc:  # usage errors (already printed), --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    common.QUIET = args.quiet
+    output.QUIET = args.quiet
     try:
         with request_timeout(getattr(args, "timeout", None)):
             return COMMANDS[args.command](args)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN
-from deepvm.cli.common import number, progress
+from deepvm.cli.common import number
+from deepvm.cli.output import progress
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.errors import DeepvmError
 

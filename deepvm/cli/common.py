@@ -4,7 +4,6 @@ uses, output helpers, and the input and job options of the planning commands."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -12,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from deepvm.cli.listing import add_format
 from deepvm.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_MAX_NODES,
@@ -33,7 +33,6 @@ from deepvm.errors import DeepvmError
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
 EXIT_BAD_INPUT = 2
-QUIET = False  # -q: no progress lines on stderr (set once by main)
 # Caps on what one command may ask for (a request past them is a mistake, and
 # would run for hours or exhaust memory).
 MAX_SIMULATED_RUNS = 1_000_000
@@ -377,8 +376,6 @@ def add_job(p: argparse.ArgumentParser) -> None:
     # No solver runs for one job (every candidate is evaluated exactly): the flag
     # is still accepted, for scripts that pass it, and says so (job_from_args).
     p.add_argument("--time-limit", type=POSITIVE, default=None, help=argparse.SUPPRESS)
-    from deepvm.cli.listing import add_format  # listing builds on this module
-
     add_format(p)
 
 
@@ -391,54 +388,6 @@ def add_time_limit(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
     )
-
-
-# --- output helpers ---------------------------------------------------------------------------
-
-
-def table_text(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
-    """A plain aligned text table; ``columns`` are (key, header)."""
-    cells = [[fmt(r.get(k)) for k, _ in columns] for r in rows]
-    widths = [max([len(h)] + [len(c[n]) for c in cells]) for n, (_, h) in enumerate(columns)]
-    lines = ["  ".join(h.ljust(w) for (_, h), w in zip(columns, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.3e}"
-    return str(value)
-
-
-def tflops(x: float) -> str:
-    return f"{x / 1e12:.2f}"
-
-
-def print_json(obj: Any) -> None:
-    """One JSON object; NaN and infinities become null (they are not JSON)."""
-    sys.stdout.write(json_text(obj))
-
-
-def json_text(obj: Any) -> str:
-    return json.dumps(json_safe(obj), indent=2, allow_nan=False) + "\n"
-
-
-def json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    return str(value)
 
 
 def planner_inputs(args: argparse.Namespace, store: Any = None) -> Any:
@@ -548,14 +497,6 @@ def writable_store(uri: str | None) -> Any:
     return Store.open(uri).ensure_writable()
 
 
-def hours_text(value: float) -> str:
-    return "-" if value != value else f"{value:.3g} h"  # NaN: no work given
-
-
-def dollars_text(value: float) -> str:
-    return "-" if value != value else f"${value:,.2f}"
-
-
 def regions_list(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -563,13 +504,3 @@ def regions_list(text: str | None) -> list[str] | None:
     if not regions:
         raise DeepvmError(f"--regions {text!r} names no region; e.g. --regions us-east-1")
     return regions
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (long work), unless -q."""
-    if not QUIET:
-        print(message, file=sys.stderr, flush=True)
-
-
-def money_text(usd_per_hour: float | None) -> str | None:
-    return None if usd_per_hour is None else f"{usd_per_hour:.4f}"

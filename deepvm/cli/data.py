@@ -13,14 +13,12 @@ from deepvm.cli.common import (
     date_text,
     path_text,
     price_timeout,
-    print_json,
-    progress,
     regions_list,
     store_location,
-    tflops,
     writable_store,
 )
 from deepvm.cli.listing import add_format, output_format, print_listing
+from deepvm.cli.output import print_json, progress, tflops
 from deepvm.config import (
     DEFAULT_WORKLOAD,
 )

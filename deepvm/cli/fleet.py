@@ -18,19 +18,21 @@ from deepvm.cli.common import (
     add_time_limit,
     check_output_path,
     date_text,
+    number,
+    planner_inputs,
+    store_location,
+    writable_store,
+)
+from deepvm.cli.listing import add_format, output_format, render_listing
+from deepvm.cli.output import (
     dollars_text,
     hours_text,
     json_text,
     money_text,
-    number,
-    planner_inputs,
     progress,
-    store_location,
     table_text,
     tflops,
-    writable_store,
 )
-from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.plan import check_launch_files
 from deepvm.cluster import cluster_words
 from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS

@@ -16,15 +16,13 @@ from deepvm.cli.common import (
     add_inputs,
     add_job,
     add_jobs_file,
-    json_text,
     number,
     planner_inputs,
-    progress,
     store_location,
-    table_text,
     writable_store,
 )
 from deepvm.cli.listing import output_format
+from deepvm.cli.output import json_text, progress, table_text
 from deepvm.cluster import Cluster, cluster_words
 from deepvm.config import DEFAULT_TOP
 from deepvm.errors import InputError

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from deepvm.cli.common import json_safe, table_text
+from deepvm.cli.output import json_safe, table_text
 from deepvm.errors import DeepvmError
 
 FORMATS = ("table", "json", "csv")

@@ -15,12 +15,10 @@ from deepvm.cli.common import (
     name_text,
     number,
     path_text,
-    print_json,
-    progress,
     store_location,
-    table_text,
     writable_store,
 )
+from deepvm.cli.output import print_json, progress, table_text
 from deepvm.config import (
     BENCH_MAX_STEPS,
     BENCH_MIN_STEPS,

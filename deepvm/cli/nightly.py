@@ -16,16 +16,14 @@ from deepvm.cli.common import (
     add_timeout,
     check_outputs,
     date_text,
-    json_text,
     path_text,
     price_timeout,
-    print_json,
-    progress,
     regions_list,
     store_location,
     writable_store,
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
+from deepvm.cli.output import json_text, print_json, progress
 from deepvm.config import SPOT_ADVISOR_URL
 
 if TYPE_CHECKING:

@@ -18,18 +18,14 @@ from deepvm.cli.common import (
     add_store_timeout,
     check_output_path,
     check_outputs,
-    dollars_text,
-    hours_text,
     job_from_args,
-    json_text,
     name_text,
     planner_inputs,
-    progress,
     store_location,
-    tflops,
     writable_store,
 )
 from deepvm.cli.listing import output_format, render_listing
+from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tflops
 from deepvm.cluster import cluster_words
 from deepvm.config import (
     DEFAULT_TOP,

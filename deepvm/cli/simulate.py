@@ -17,8 +17,8 @@ from deepvm.cli.common import (
     add_inputs,
     number,
     planner_inputs,
-    print_json,
 )
+from deepvm.cli.output import print_json
 from deepvm.config import (
     DEFAULT_CHECKPOINT_STALL_S,
     DEFAULT_CHECKPOINT_VERSIONS,

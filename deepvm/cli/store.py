@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from deepvm.cli.common import (
-    add_store_timeout,
-    print_json,
-    progress,
-    store_location,
-)
+from deepvm.cli.common import add_store_timeout, store_location
+from deepvm.cli.output import print_json, progress
 from deepvm.config import DEFAULT_RETAIN_HOURS
 from deepvm.errors import DeepvmError, ParameterError
 from deepvm.names import check_date
@@ -122,7 +118,7 @@ def cmd_store(args: argparse.Namespace) -> int:
         return _store_sql(args)
 
     store = Store(locate(store_location(args, required=True)), check_legacy=False)
-    store._check_path()
+    store.check_path()
     if not store.exists():
         raise DeepvmError(f"store {store.uri!r} does not exist: give --store or $DEEPVM_STORE")
     if args.store_command == "migrate":

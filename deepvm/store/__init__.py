@@ -4,9 +4,11 @@ whole for every reader.
 
 The tables' columns are ``deepvm.schemas``, below the catalog. The modules,
 bottom up: ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
-``commit`` (the commit protocol), ``core`` (the Store: transactions, writes,
-reads), ``maintenance`` (compaction, retention, check), ``migrate`` (from
-deepvm's earlier Parquet layout), ``sql`` (the same view for SQL readers). Names are
+``commit`` (the commit protocol), ``legacy`` (deepvm's earlier Parquet layout,
+found and read), ``core`` (the Store: transactions, writes, reads),
+``maintenance`` (compaction, retention, check), ``migrate`` (from the earlier
+layout), ``export`` (whole nights as plain files), ``sql`` (the views SQL readers
+paste). Names are
 loaded on first use, so ``import deepvm.store`` does not import delta-rs.
 """
 

@@ -87,7 +87,7 @@ def commit(store: Store, tx: Transaction) -> None:
     before: dict[str, int | None] = {}
     try:
         for table in sorted({key[0] for key in tx.staged}):
-            found = store._table(table)
+            found = store.delta_table(table)
             before[table] = None if found is None else int(found.version())
             keys = [key for key in tx.staged if key[0] == table]
             versions[table] = write_table(
@@ -128,13 +128,13 @@ def commit(store: Store, tx: Transaction) -> None:
 
 def compact_commits(store: Store, at_files: int) -> None:
     """Rewrite the commits table into one file once it holds ``at_files`` files."""
-    found = store._table(COMMITS)
+    found = store.delta_table(COMMITS)
     if found is None or len(found.file_uris()) < at_files:
         return
     delta.retrying(
         store.location,
         "compacting the commits of",
-        lambda: store._existing(COMMITS).optimize.compact(),
+        lambda: store.existing_table(COMMITS).optimize.compact(),
     )
 
 
@@ -245,7 +245,7 @@ def restore(store: Store, table: str, keys: list[Key], version: int | None) -> N
         return
     rows = table_schema(table).empty_table()
     if version is not None:
-        old = store._table(table, version)
+        old = store.delta_table(table, version)
         if old is not None:
             rows = delta.call(
                 store.location, f"reading table {table!r} of", lambda: key_rows(old, table, keys)
@@ -271,7 +271,7 @@ def _put_back(store: Store, tx: Transaction, before: dict[str, int | None]) -> N
     a failed run's rows). Best effort: compaction restores what this cannot."""
     for table, version in before.items():
         with contextlib.suppress(Exception):  # the first error is the one to report
-            now = store._table(table)
+            now = store.delta_table(table)
             if now is None or (version is not None and int(now.version()) == version):
                 continue  # this commit's write never landed
             restore(store, table, [key for key in tx.staged if key[0] == table], version)
@@ -292,7 +292,7 @@ def _keep_winning(store: Store, tx: Transaction, versions: dict[str, int]) -> No
         store.refresh()
         wrote: dict[str, int | None] = {}
         for table, version in sorted(check.items()):
-            found = store._table(table)
+            found = store.delta_table(table)
             if found is None or int(found.version()) == version:
                 continue  # nothing landed since this run's write (the usual case)
             if _winners_in_place(store, tx, table, found):
@@ -319,7 +319,7 @@ def _winners_in_place(store: Store, tx: Transaction, table: str, found: DeltaTab
         strict=True,
     ):
         present.setdefault((d or "", w), set()).add(c)
-    winners = store._winners(table)
+    winners = store.newest_commits(table)
     won = {
         (d, w): (c, int(v))
         for d, w, c, v in zip(

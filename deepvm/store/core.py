@@ -52,6 +52,7 @@ from deepvm.store.commit import (
     new_commit_id,
     row_dates,
 )
+from deepvm.store.legacy import check_not_legacy, legacy_files
 from deepvm.store.location import Location, locate
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class Store:
         if isinstance(uri, Store):
             return uri
         store = cls(locate(uri))
-        store._check_path()
+        store.check_path()
         return store
 
     @property
@@ -97,13 +98,11 @@ class Store:
         """Whether the store holds anything (a folder, or a commits table)."""
         if self.local:
             return self.location.root.is_dir()
-        from deepvm.store.migrate import legacy_files
-
-        return self._table(COMMITS) is not None or bool(legacy_files(self.location))
+        return self.delta_table(COMMITS) is not None or bool(legacy_files(self.location))
 
     # --- checks -------------------------------------------------------------------
 
-    def _check_path(self) -> None:
+    def check_path(self) -> None:
         if not self.local:
             return
         root = self.location.root
@@ -123,10 +122,10 @@ class Store:
     def ensure_writable(self) -> Store:
         """Check, before any work, that commits can land here (a local folder that
         can be written; an object store that answers); leaves nothing behind."""
-        self._check_path()
+        self.check_path()
         if not self.local:  # a missing bucket or an unreachable endpoint fails here
             if delta.open_table(self.location, COMMITS) is None:
-                self._commits()  # a fresh store, or one of the earlier layout
+                self.completed_commits()  # a fresh store, or one of the earlier layout
             return self
         root = self.location.root
         target = root
@@ -144,17 +143,18 @@ class Store:
         except OSError as exc:
             raise delta.store_error(exc, self.location, "writing to") from None
         if root.is_dir() and delta.open_table(self.location, COMMITS) is None:
-            self._commits()  # an unmigrated store is named before any work
+            self.completed_commits()  # an unmigrated store is named before any work
         return self
 
     # --- the commits table ----------------------------------------------------------
 
-    def _table(self, table: str, version: int | None = None) -> DeltaTable | None:
+    def delta_table(self, table: str, version: int | None = None) -> DeltaTable | None:
+        """The Delta table (at ``version``), or None when there is none."""
         return delta.open_table(self.location, table, version)
 
-    def _existing(self, table: str) -> DeltaTable:
+    def existing_table(self, table: str) -> DeltaTable:
         """The table, which this writer has seen exist; gone is a damaged store."""
-        found = self._table(table)
+        found = self.delta_table(table)
         if found is None:
             raise StoreError(
                 f"store {self.uri!r}: table {table!r} vanished while in use: "
@@ -162,15 +162,13 @@ class Store:
             )
         return found
 
-    def _commits(self) -> pd.DataFrame:
+    def completed_commits(self) -> pd.DataFrame:
         """The completed commits, read once per store view (every read of one view
         sees the same commits)."""
         if self._snapshot is None:
-            found = self._table(COMMITS)
+            found = self.delta_table(COMMITS)
             if found is None:
                 if self.check_legacy:
-                    from deepvm.store.migrate import check_not_legacy
-
                     check_not_legacy(self.location)
                 data = COMMITS_SCHEMA.empty_table()
             else:
@@ -184,15 +182,15 @@ class Store:
             self._snapshot = frame.sort_values(["committed_at", COMMIT_ID], kind="stable")
         return self._snapshot
 
-    def _winners(self, table: str) -> pd.DataFrame:
+    def newest_commits(self, table: str) -> pd.DataFrame:
         """Per (date, writer) of ``table``, the newest completed commit."""
-        rows = self._commits()
+        rows = self.completed_commits()
         rows = rows[rows["table_name"] == table]
         return rows.drop_duplicates(["date", WRITER], keep="last")
 
     def has_command(self, command: str) -> bool:
         """Whether a completed commit of ``command`` (e.g. "migrate") is in the store."""
-        return bool((self._commits()["command"] == command).any())
+        return bool((self.completed_commits()["command"] == command).any())
 
     def refresh(self) -> None:
         """Forget what was read, so that the next read sees commits made since."""
@@ -259,7 +257,7 @@ class Store:
         writer it accepts wrote."""
         if TABLES[table][0] is None:
             return []
-        done = self._commits()
+        done = self.completed_commits()
         mine = done["table_name"] == table
         if writer is not None:
             mine &= done[WRITER].map(writer).astype(bool)
@@ -276,14 +274,14 @@ class Store:
         """The writers of ``table``'s ``date``, oldest commit first, those of an open
         transaction last (the last is the newest: a date refreshed twice reads as
         its last)."""
-        won = self._winners(table)
+        won = self.newest_commits(table)
         done = [w for w in won.loc[won["date"] == date, WRITER] if isinstance(w, str)]
         staged = [k[2] for k in self._staged(table, {date})]
         return [w for w in done if w not in staged] + staged
 
     def has(self, table: str) -> bool:
         """Whether anything was committed to ``table`` (without reading it)."""
-        done = self._commits()
+        done = self.completed_commits()
         staged = self._tx is not None and any(k[0] == table for k in self._tx.staged)
         return staged or bool((done["table_name"] == table).any())
 
@@ -293,10 +291,10 @@ class Store:
         their writer's."""
         column = TABLES[table][0]
         wanted = None if partitions is None or column is None else {*partitions}
-        done = self._commits()
+        done = self.completed_commits()
         versions = done.loc[done["table_name"] == table, "table_version"]
         pin = versions.max() if len(versions) else None
-        winners = self._winners(table)
+        winners = self.newest_commits(table)
         if wanted is not None:
             winners = winners[winners["date"].isin(wanted)]
         staged = self._staged(table, wanted)
@@ -329,7 +327,7 @@ class Store:
         self, table: str, pin: int, winners: pd.DataFrame, wanted: set[str] | None
     ) -> pa.Table:
         column = TABLES[table][0]
-        found = self._table(table, pin)
+        found = self.delta_table(table, pin)
         if found is None:
             raise StoreError(
                 f"store {self.uri!r}: the commits table names table {table!r}, which is "
@@ -383,7 +381,7 @@ class Store:
 
     def _rows_at(self, table: str, version: int, winners: pd.DataFrame) -> pa.Table:
         """The winners' rows of ``table`` as its ``version`` holds them."""
-        found = self._table(table, version)
+        found = self.delta_table(table, version)
         if found is None:
             raise StoreError(
                 f"store {self.uri!r}: table {table!r} has no version {version}, which the "

@@ -77,17 +77,17 @@ def compact(
     versions: dict[str, int] = {}
     for table in TABLES:
         months[table], merged[table], dropped[table] = [], 0, 0
-        found = store._table(table)
+        found = store.delta_table(table)
         if found is None:
             continue
         _upgrade_properties(store, table, found)
         dropped[table] = _reconcile(store, table, horizon, retain_hours)
         months[table], merged[table] = _merge_months(store, table, cutoff)
-        versions[table] = int(store._existing(table).version())
+        versions[table] = int(store.existing_table(table).version())
     _record(store, versions)
     _prune_commits(store, horizon)
     for table in [*TABLES, COMMITS]:
-        found = store._table(table)
+        found = store.delta_table(table)
         vacuumed[table] = 0 if found is None else _vacuum(store, table, found, retain_hours)
     return CompactReport(cutoff, retain_hours, months, merged, dropped, vacuumed)
 
@@ -106,7 +106,7 @@ def _months_to_check(
     column = TABLES[table][0]
     if column is None:
         return None
-    done = store._commits()
+    done = store.completed_commits()
     last = done.loc[(done["command"] == "compact") & (done["table_name"] == table), "committed_at"]
     if last.empty:
         return None
@@ -124,7 +124,7 @@ def _months_to_check(
         for date, writer in json.loads(entry.get(KEYS_KEY) or "[]"):
             last_write[(date, writer)] = commit
     completed = set(done[COMMIT_ID])
-    winners = store._winners(table)
+    winners = store.newest_commits(table)
     won = dict(
         zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
     )
@@ -159,7 +159,7 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
     commit point), put the winner's rows back from the version it recorded. Only
     the months written since the last compaction are read. The rows removed."""
     column = TABLES[table][0]
-    found = store._existing(table)
+    found = store.existing_table(table)
     months = _months_to_check(store, table, found, retain_hours)
     if months == []:
         return 0
@@ -175,8 +175,8 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
     frame = data.to_pandas()
     frame["date"] = [d.isoformat() for d in frame[column]] if column else ""
     counts = frame.groupby(["date", WRITER, COMMIT_ID]).size()
-    completed = set(store._commits()[COMMIT_ID])
-    winners = store._winners(table)
+    completed = set(store.completed_commits()[COMMIT_ID])
+    winners = store.newest_commits(table)
     winner = {
         (d, w): (c, int(v))
         for d, w, c, v in zip(
@@ -216,7 +216,7 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
         delta.retrying(
             store.location,
             f"dropping unread rows of {table!r} in",
-            lambda: store._existing(table).delete(" OR ".join(deletes)),
+            lambda: store.existing_table(table).delete(" OR ".join(deletes)),
         )
     for version, pairs in sorted(restores.items()):
         restore(store, table, pairs, version)
@@ -232,7 +232,7 @@ def _upgrade_properties(store: Store, table: str, found: DeltaTable) -> None:
     delta.retrying(
         store.location,
         f"setting the properties of {table!r} in",
-        lambda: store._existing(table).alter.set_table_properties(
+        lambda: store.existing_table(table).alter.set_table_properties(
             {delta.STATS_PROPERTY: wanted}, raise_if_not_exists=False
         ),
     )
@@ -249,7 +249,7 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
     if column is None:
         return [], 0
     month = month_column(column)
-    found = store._existing(table)
+    found = store.existing_table(table)
     adds = pa.table(found.get_add_actions(flatten=True)).to_pandas()
     values = (
         adds[f"partition.{month}"] if f"partition.{month}" in adds else pd.Series([], dtype=str)
@@ -261,7 +261,9 @@ def _merge_months(store: Store, table: str, cutoff: str) -> tuple[list[str], int
             continue
 
         def optimize(value: str = value) -> dict:
-            return store._existing(table).optimize.compact(partition_filters=[(month, "=", value)])
+            return store.existing_table(table).optimize.compact(
+                partition_filters=[(month, "=", value)]
+            )
 
         result = delta.retrying(store.location, f"compacting {table!r} of", optimize)
         done.append(value)
@@ -305,7 +307,7 @@ def _record(store: Store, versions: dict[str, int]) -> None:
 def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
     """Drop commits rows that no reader uses any more: those superseded for their
     (table, date, writer) before ``horizon``; then merge the commits table's files."""
-    done = store._commits()
+    done = store.completed_commits()
     if done.empty:
         return
     newest = done.drop_duplicates(["table_name", "date", WRITER], keep="last")
@@ -319,7 +321,7 @@ def _prune_commits(store: Store, horizon: pd.Timestamp) -> None:
             for c, t, d, w in sorted(set(keys))
         )
         delta.retrying(
-            store.location, "pruning commits of", lambda: store._existing(COMMITS).delete(ids)
+            store.location, "pruning commits of", lambda: store.existing_table(COMMITS).delete(ids)
         )
     compact_commits(store, at_files=2)
     store.refresh()
@@ -353,7 +355,7 @@ class StoreCheck:
 def check_store(store: Store) -> StoreCheck:
     """Open every table, check its schema version and columns, read every active
     file; nothing stops the check, so every problem is named."""
-    from deepvm.store.migrate import legacy_files, stray_partitions
+    from deepvm.store.legacy import legacy_files, stray_partitions
 
     files: dict[str, int] = {}
     rows: dict[str, int] = {}
@@ -374,7 +376,7 @@ def check_store(store: Store) -> StoreCheck:
     for table in [COMMITS, *TABLES]:
         files[table] = rows[table] = unread[table] = 0
         try:
-            found = store._table(table)
+            found = store.delta_table(table)
         except StoreError as exc:
             bad.append(str(exc))
             continue
