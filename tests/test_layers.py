@@ -61,7 +61,9 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return ids
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, *, submodules: bool = False) -> set[str]:
+    """The modules ``path`` imports (TYPE_CHECKING imports never run: left out);
+    ``submodules``: ``from package import module`` names the module itself."""
     tree = ast.parse(path.read_text(), str(path))
     skip = _type_checking_only(tree)
     names: set[str] = set()
@@ -71,7 +73,13 @@ def imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            if not submodules:
+                names.add(node.module)
+                continue
+            for alias in node.names:
+                sub = module_path(f"{node.module}.{alias.name}")
+                whole = sub is not None and (ROOT / sub).exists()
+                names.add(f"{node.module}.{alias.name}" if whole else node.module)
     return names
 
 
@@ -174,28 +182,13 @@ def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
 
 
 def _module_graph() -> dict[str, set[str]]:
-    """Module -> the project's modules it imports (module and function level; a
-    ``from package import module`` names the module; TYPE_CHECKING imports do not
-    count: they never run)."""
+    """Module -> the project's modules it imports, module and function level."""
     graph: dict[str, set[str]] = {}
     for path in SOURCES:
-        tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_only(tree)
-        names: set[str] = set()
-        for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
-            if isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    sub = module_path(f"{node.module}.{alias.name}")
-                    whole = sub is not None and (ROOT / sub).exists()
-                    names.add(f"{node.module}.{alias.name}" if whole else node.module)
         relative = path.relative_to(ROOT).as_posix()
         graph[relative] = {
             target
-            for name in names
+            for name in imported_modules(path, submodules=True)
             if (target := module_path(name)) and target != relative and (ROOT / target).exists()
         }
     return graph

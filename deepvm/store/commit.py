@@ -319,17 +319,7 @@ def _winners_in_place(store: Store, tx: Transaction, table: str, found: DeltaTab
         strict=True,
     ):
         present.setdefault((d or "", w), set()).add(c)
-    winners = store.newest_commits(table)
-    won = {
-        (d, w): (c, int(v))
-        for d, w, c, v in zip(
-            winners["date"],
-            winners[WRITER],
-            winners[COMMIT_ID],
-            winners["table_version"],
-            strict=True,
-        )
-    }
+    won = store.winners(table)
     mine: list[Key] = []
     theirs: dict[int, list[Key]] = {}
     for key in keys:

@@ -188,6 +188,17 @@ class Store:
         rows = rows[rows["table_name"] == table]
         return rows.drop_duplicates(["date", WRITER], keep="last")
 
+    def winners(self, table: str) -> dict[tuple[str, str], tuple[str, int]]:
+        """(date, writer) of ``table`` -> the newest completed commit and the table
+        version it recorded ("" is the date of an undated table)."""
+        rows = self.newest_commits(table)
+        return {
+            (d, w): (c, int(v))
+            for d, w, c, v in zip(
+                rows["date"], rows[WRITER], rows[COMMIT_ID], rows["table_version"], strict=True
+            )
+        }
+
     def has_command(self, command: str) -> bool:
         """Whether a completed commit of ``command`` (e.g. "migrate") is in the store."""
         return bool((self.completed_commits()["command"] == command).any())

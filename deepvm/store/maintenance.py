@@ -124,10 +124,7 @@ def _months_to_check(
         for date, writer in json.loads(entry.get(KEYS_KEY) or "[]"):
             last_write[(date, writer)] = commit
     completed = set(done[COMMIT_ID])
-    winners = store.newest_commits(table)
-    won = dict(
-        zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
-    )
+    won = {key: commit for key, (commit, _) in store.winners(table).items()}
     return sorted(
         {
             date[:7]
@@ -176,17 +173,7 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
     frame["date"] = [d.isoformat() for d in frame[column]] if column else ""
     counts = frame.groupby(["date", WRITER, COMMIT_ID]).size()
     completed = set(store.completed_commits()[COMMIT_ID])
-    winners = store.newest_commits(table)
-    winner = {
-        (d, w): (c, int(v))
-        for d, w, c, v in zip(
-            winners["date"],
-            winners[WRITER],
-            winners[COMMIT_ID],
-            winners["table_version"],
-            strict=True,
-        )
-    }
+    winner = store.winners(table)
 
     def finished(commit: str) -> bool:  # completed, or abandoned long enough ago
         if commit in completed:
