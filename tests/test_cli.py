@@ -275,6 +275,12 @@ def test_sweep_json_and_parquet(capsys, tmp_path):
     )
     df = duckdb.sql(f"select * from '{out_file}'").df()
     assert len(df) == len(rows)
+    # every output of a sweep carries the cluster as deepvm.cluster.Cluster has it
+    from deepvm.cluster import CLUSTER_FIELDS
+
+    assert set(CLUSTER_FIELDS) <= set(df.columns) and set(CLUSTER_FIELDS) <= set(rows[0])
+    assert (df["n_spot"] + df["n_on_demand"] == df["n_workers"]).all()
+    assert set(df["cloud"]) == {"aws"}
 
 
 def test_sweep_matches_recommend_per_budget(capsys):

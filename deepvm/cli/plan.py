@@ -26,7 +26,7 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import output_format, render_listing
 from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tflops
-from deepvm.cluster import cluster_words
+from deepvm.cluster import CLUSTER_FIELDS, cluster_words
 from deepvm.config import (
     DEFAULT_TOP,
     MAX_HOURLY_COST,
@@ -139,18 +139,7 @@ def add_parsers(sub: Any) -> None:
 REC_JSON_KEYS = (
     "policy",
     "rank",
-    "region",
-    "zone",
-    "architecture",
-    "worker_type",
-    "n_workers",
-    "n_spot",
-    "n_on_demand",
-    "remote_type",
-    "n_remote",
-    "hourly_cost",
-    "throughput_flops",
-    "cloud",
+    *CLUSTER_FIELDS,  # the cluster as deepvm.cluster.Cluster names it
     "objective_value",
     "preemptions_per_h",
     "checkpoint_interval_s",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
 from deepvm.catalog.common import in_cloud, with_spot_price
+from deepvm.cluster import CLUSTER_FIELDS
 from deepvm.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
@@ -332,20 +333,9 @@ class SweepResult:
         return pd.DataFrame(self.rows, columns=SWEEP_COLUMNS)
 
 
-SWEEP_COLUMNS = [
-    "budget",
-    "policy",
-    "region",
-    "zone",
-    "architecture",
-    "worker_type",
-    "n_workers",
-    "n_remote",
-    "remote_type",
-    "hourly_cost",
-    "throughput_flops",
-    "normalized",
-]
+# A row per (budget, policy): the cluster's fields as Cluster names them, so every
+# output of a sweep (the table, --out CSV and Parquet) carries all of them.
+SWEEP_COLUMNS = ["budget", "policy", *CLUSTER_FIELDS, "normalized"]
 
 
 def sweep(
@@ -407,15 +397,7 @@ COMPARE_COLUMNS = [
     "label",
     "policy",
     "rank",
-    "architecture",
-    "worker_type",
-    "n_workers",
-    "n_spot",
-    "n_on_demand",
-    "remote_type",
-    "n_remote",
-    "hourly_cost",
-    "throughput_flops",
+    *CLUSTER_FIELDS,
     "efficiency",
     "expected_makespan_h",
     "expected_total_cost",
