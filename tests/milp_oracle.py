@@ -427,7 +427,7 @@ class ClusterMILP:
             return SolveOutcome(INFEASIBLE, None, seconds, "no cluster fits")
         problems = violations(self.offers, self.job, config, budget)
         if problems:
-            message = f"solver answer failed verification: {', '.join(problems)}"
+            message = f"solver answer failed verification: {', '.join(map(str, problems))}"
             return SolveOutcome(ERROR, None, seconds, message)
         return SolveOutcome(OPTIMAL, config, seconds)
 

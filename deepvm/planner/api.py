@@ -500,7 +500,7 @@ def cluster_risk(
     if broken:
         raise InputError(
             f"{n_workers} x {instance_type} ({architecture}) is not a feasible cluster: "
-            + ", ".join(broken)
+            + ", ".join(map(str, broken))
         )
     r = config_risk(offers, config, job, costs)
     return ClusterRisk(

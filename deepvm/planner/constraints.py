@@ -58,24 +58,88 @@ def remote_nodes_needed(
     return np.maximum(np.maximum(per_worker, per_remote), np.maximum(memory, 1.0))
 
 
+UsageRows = list[tuple[list[QuotaKey], np.ndarray, FloatArray]]
+
+
 class Constraint(Protocol):
-    """One limit. ``name`` is what ``violations`` reports. A limit the planner's
-    candidates are not built to keep (the quotas, the remote tier's sizing and the
-    budget are) also has ``admits(offers, job, candidates) -> bool array``, which
-    the planner applies before scoring."""
+    """One limit: whether a cluster breaks it (``name`` is how a violation is
+    named), what it takes of shared limits (one cluster: ``usage``; many at once:
+    ``usage_rows``, the fleet program's rows), which candidates it lets through
+    before they are scored (``admits``: a limit the candidates are not built to
+    keep), whether one more remote node can relieve it, and its words."""
 
     @property
     def name(self) -> str: ...
+
+    relieved_by_remote_node: bool
 
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool: ...
 
     def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]: ...
 
+    def usage_rows(
+        self,
+        f: Offers,
+        codes: np.ndarray,
+        worker: np.ndarray,
+        n: np.ndarray,
+        remote: np.ndarray,
+        m: np.ndarray,
+    ) -> UsageRows: ...
+
+    def admits(self, f: Offers, job: CheckpointNeeds, candidates: Candidates) -> np.ndarray: ...
+
     def words(self, f: Offers, c: Config, budget: float) -> str: ...
 
 
+class Limit:
+    """What a constraint does unless it says otherwise: it takes nothing shared,
+    admits every candidate (the candidates are built to keep it), and one more
+    remote node does not relieve it. A new limit subclasses this and writes
+    ``name``, ``broken`` and ``words``."""
+
+    relieved_by_remote_node = False
+
+    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
+        return {}
+
+    def usage_rows(
+        self,
+        f: Offers,
+        codes: np.ndarray,
+        worker: np.ndarray,
+        n: np.ndarray,
+        remote: np.ndarray,
+        m: np.ndarray,
+    ) -> UsageRows:
+        return []
+
+    def admits(self, f: Offers, job: CheckpointNeeds, candidates: Candidates) -> np.ndarray:
+        return np.ones(len(candidates), dtype=bool)
+
+
 @dataclass(frozen=True)
-class Budget:
+class Violation:
+    """A limit a configuration breaks: the constraint (None where the
+    configuration is no cluster of its architecture at all) and its name."""
+
+    name: str
+    constraint: Constraint | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def words(self, f: Offers, c: Config, budget: float) -> str:
+        """The limit in words for explanations."""
+        return self.name if self.constraint is None else self.constraint.words(f, c, budget)
+
+    @property
+    def relieved_by_remote_node(self) -> bool:
+        return self.constraint is not None and self.constraint.relieved_by_remote_node
+
+
+@dataclass(frozen=True)
+class Budget(Limit):
     """The whole cluster's hourly cost within the job's budget."""
 
     name: str = "budget"
@@ -83,9 +147,6 @@ class Budget:
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         cost = hourly_cost(f, c)
         return not math.isfinite(cost) or not within_budget(cost, budget)
-
-    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
-        return {}  # a job's own budget is no shared limit (the team budget is the fleet's)
 
     def words(self, f: Offers, c: Config, budget: float) -> str:
         return f"the budget (${budget:g}/h)"
@@ -97,7 +158,7 @@ def _broken_uses(f: Offers, uses: tuple[NodeQuota, ...], nodes: float) -> list[N
 
 def _usage_parts(
     uses: list[tuple[NodeQuota, ...]], type_of_row: np.ndarray, nodes: FloatArray
-) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
+) -> UsageRows:
     """``usage_rows`` of types whose nodes count against several quotas: one part
     per slot (a type's first quota, its second, ...), rows of a type without that
     slot at -1."""
@@ -115,7 +176,7 @@ def _usage_parts(
 
 
 @dataclass(frozen=True)
-class WorkerQuota:
+class WorkerQuota(Limit):
     """The workers' nodes in one market within every quota they count against
     there (each in its own unit: vCPUs, or GPUs of a model)."""
 
@@ -145,7 +206,7 @@ class WorkerQuota:
 
     def usage_rows(
         self, f: Offers, codes: np.ndarray, worker: np.ndarray, n: np.ndarray, *_: np.ndarray
-    ) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
+    ) -> UsageRows:
         """``usage`` of many clusters: per quota slot, keys, per row its key's index
         (-1: none) and the amount in the key's unit."""
         nodes = np.zeros(len(n))
@@ -158,7 +219,7 @@ class WorkerQuota:
 
 
 @dataclass(frozen=True)
-class RemoteQuota:
+class RemoteQuota(Limit):
     """The remote tier's on-demand nodes within every quota they count against."""
 
     name: str = "remote on-demand quota"
@@ -193,7 +254,7 @@ class RemoteQuota:
         n: np.ndarray,
         remote: np.ndarray,
         m: np.ndarray,
-    ) -> list[tuple[list[QuotaKey], np.ndarray, FloatArray]]:
+    ) -> UsageRows:
         tiered = np.array([a.remote_tier for a in arch.REGISTRY])[codes] & (remote >= 0)
         uses = [f.cpu_quota_uses(j) for j in range(len(f.cpu_types))]
         type_of_row = np.where(tiered, remote, -1).astype(np.int64)
@@ -201,11 +262,13 @@ class RemoteQuota:
 
 
 @dataclass(frozen=True)
-class _RemoteTierLimit:
-    """A limit of a Tiering cluster's remote tier alone: it takes nothing shared."""
+class _RemoteTierLimit(Limit):
+    """A limit of a Tiering cluster's remote tier alone: it takes nothing shared,
+    and one more remote node can relieve it."""
 
     name: str
     text: str
+    relieved_by_remote_node = True
 
     def broken(self, f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> bool:
         if c.remote is None or not arch.architecture(c.architecture).remote_tier:
@@ -214,9 +277,6 @@ class _RemoteTierLimit:
 
     def breaks(self, f: Offers, job: CheckpointNeeds, c: Config, j: int) -> bool:
         raise NotImplementedError
-
-    def usage(self, f: Offers, c: Config) -> dict[QuotaKey, float]:
-        return {}
 
     def words(self, f: Offers, c: Config, budget: float) -> str:
         return self.text
@@ -255,18 +315,13 @@ CONSTRAINTS: tuple[Constraint, ...] = (
     RemoteQuota(),
     Budget(),
 )
-BY_NAME: dict[str, Constraint] = {c.name: c for c in CONSTRAINTS}
-# The limits one more remote node can relieve (explain.binding).
-REMOTE_LIMITS = (NetworkSaturation.name, CheckpointMemory.name)
 
 
 def admitted_by_constraints(f: Offers, job: CheckpointNeeds, candidates: Candidates) -> np.ndarray:
-    """Per candidate worker side, whether every constraint with ``admits`` allows it."""
+    """Per candidate worker side, whether every constraint admits it."""
     kept = np.ones(len(candidates), dtype=bool)
     for constraint in CONSTRAINTS:
-        admits = getattr(constraint, "admits", None)
-        if admits is not None:
-            kept &= np.asarray(admits(f, job, candidates), dtype=bool)
+        kept &= np.asarray(constraint.admits(f, job, candidates), dtype=bool)
     return kept
 
 
@@ -292,14 +347,15 @@ def _not_a_cluster(f: Offers, c: Config) -> tuple[list[str], bool]:
     return problems, True
 
 
-def violations(f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> list[str]:
-    """Every constraint the configuration breaks (empty: feasible), by name.
-    Written from the architectures' node roles, apart from the vectorised planner,
-    to check its answers."""
+def violations(f: Offers, job: CheckpointNeeds, c: Config, budget: float) -> list[Violation]:
+    """Every limit the configuration breaks (empty: feasible). Written from the
+    architectures' node roles, apart from the vectorised planner, to check its
+    answers."""
     problems, checkable = _not_a_cluster(f, c)
+    found = [Violation(p) for p in problems]
     if not checkable:
-        return problems
-    return problems + [k.name for k in CONSTRAINTS if k.broken(f, job, c, budget)]
+        return found
+    return found + [Violation(k.name, k) for k in CONSTRAINTS if k.broken(f, job, c, budget)]
 
 
 def usage_matrix(
@@ -316,10 +372,7 @@ def usage_matrix(
     keys: dict[QuotaKey, int] = {}
     parts = []
     for constraint in CONSTRAINTS:
-        rows = getattr(constraint, "usage_rows", None)
-        if rows is None:
-            continue
-        for part_keys, key_of_row, amount in rows(f, codes, worker, n, remote, m):
+        for part_keys, key_of_row, amount in constraint.usage_rows(f, codes, worker, n, remote, m):
             ids = np.array([keys.setdefault(k, len(keys)) for k in part_keys], dtype=np.int64)
             parts.append((ids, key_of_row, amount))
     matrix = np.zeros((len(n), len(keys)))
@@ -346,9 +399,3 @@ def quota_of(f: Offers, c: Config, key: QuotaKey) -> NodeQuota | None:
     if c.remote is not None:
         uses += f.cpu_quota_uses(c.remote)
     return next((u for u in uses if u.key == key), None)
-
-
-def words(f: Offers, c: Config, broken: str, budget: float) -> str:
-    """A broken constraint (a name ``violations`` gave) in words for explanations."""
-    constraint = BY_NAME.get(broken)
-    return constraint.words(f, c, budget) if constraint is not None else broken

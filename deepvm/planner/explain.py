@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from deepvm.cluster import Cluster
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost, throughput
-from deepvm.planner.constraints import REMOTE_LIMITS, violations, words
+from deepvm.planner.constraints import violations
 
 if TYPE_CHECKING:
     from deepvm.planner.policies import Planner
@@ -41,13 +41,13 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
         reasons.append(f"the node cap (max_nodes = {planner.max_nodes} worker nodes)")
     grown = replace(config, n_workers=n + 1)
     broken = violations(offers, planner.job, grown, budget)
-    if config.remote is not None and set(REMOTE_LIMITS) & set(broken):
+    if config.remote is not None and any(v.relieved_by_remote_node for v in broken):
         wider = replace(grown, n_remote=config.n_remote + 1)
         broken_wider = violations(offers, planner.job, wider, budget)
-        if not set(REMOTE_LIMITS) & set(broken_wider):
+        if not any(v.relieved_by_remote_node for v in broken_wider):
             broken = broken_wider  # one remote node more would carry it: what that costs binds
             grown = wider
-    reasons += [words(offers, grown, b, budget) for b in broken]
+    reasons += [v.words(offers, grown, budget) for v in broken]
     if not reasons and throughput(offers, grown) <= throughput(offers, config) * (1 + 1e-9):
         reasons.append("scaling (one node more adds no throughput under the speedup model)")
     return "; ".join(dict.fromkeys(r for r in reasons if r)) or None

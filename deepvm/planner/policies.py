@@ -39,7 +39,7 @@ from deepvm.planner.candidates import (
     throughput,
     within_budget,
 )
-from deepvm.planner.constraints import admitted_by_constraints, violations
+from deepvm.planner.constraints import Budget, Violation, admitted_by_constraints, violations
 from deepvm.planner.enumeration import (
     best_per_budget,
     remote_sides,
@@ -186,13 +186,13 @@ class Planner:
         # Per candidate, the least hourly cost of a whole cluster built on it.
         self.least_cost: FloatArray = np.nan_to_num(c.cost(offers), nan=np.inf)
         self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
-        self._checked: dict[Config, tuple[list[str], float]] = {}
+        self._checked: dict[Config, tuple[list[Violation], float]] = {}
         # Per planning model (linear scaling or not): the score and which candidates
         # the objective admits (the cost objective's deadline).
         self._scores: dict[bool, FloatArray] = {}
         self._admitted: dict[bool, np.ndarray] = {}
         # Limits that prune worker sides beyond what the candidates are built to keep
-        # (deepvm.planner.constraints: a constraint with ``admits``).
+        # (deepvm.planner.constraints: a constraint's ``admits``).
         kept = admitted_by_constraints(offers, job, self.candidates)
         for linear in (False, True):
             scores, admitted = self._plan_scores(linear)
@@ -259,11 +259,11 @@ class Planner:
             self._checked[config] = (broken, hourly_cost(self.offers, config))
         broken, cost = self._checked[config]
         if not within_budget(cost, budget):
-            broken = [*broken, "budget"]
+            broken = [*broken, Violation("budget", Budget())]
         if broken:
             raise InternalError(
                 f"planner answer {cluster_words(self.offers, config)} failed verification: "
-                + ", ".join(broken)
+                + ", ".join(map(str, broken))
             )
         return config
 
