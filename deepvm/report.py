@@ -225,9 +225,9 @@ def fleet_markdown(plan: FleetPlan) -> str:
         {
             "region": u["region"],
             "quota": u["label"] or f"{u['quota_group']} {u['market']}",
-            "fleet use": f"{u['vcpus']:g} {UNIT_WORDS[u['unit']]}",
+            "fleet use": f"{u['used']:g} {UNIT_WORDS[u['unit']]}",
             "limit": "none" if u["quota"] is None else f"{u['quota']:g} {UNIT_WORDS[u['unit']]}",
-            "if planned alone": f"{u['solo_vcpus']:g} {UNIT_WORDS[u['unit']]}",
+            "if planned alone": f"{u['solo_used']:g} {UNIT_WORDS[u['unit']]}",
         }
         for u in plan.as_dict()["usage"]
     ]

@@ -245,7 +245,7 @@ def test_fleet_plan_equals_brute_force(case):
     for key, vcpus in used.items():
         assert vcpus <= quota(key) + 1e-9
     for u in plan.usage:
-        assert u.vcpus == pytest.approx(used.get((u.region, u.quota_group, u.market), 0))
+        assert u.used == pytest.approx(used.get((u.region, u.quota_group, u.market), 0))
     if team_budget is not None:
         assert plan.hourly_cost <= team_budget * (1 + 1e-9) + 1e-9
 
@@ -308,7 +308,7 @@ def test_a_dearer_remote_in_another_quota_group_lets_both_jobs_run():
     assert (b.cluster.architecture, b.cluster.remote_type) == ("tiering", "c-dear")
     assert a.value == b.value == 1 and plan.objective_value == 2
     assert a.binding is None and b.binding is None
-    used = {(u.quota_group, u.market): (u.vcpus, u.solo_vcpus, u.quota) for u in plan.usage}
+    used = {(u.quota_group, u.market): (u.used, u.solo_used, u.quota) for u in plan.usage}
     assert used["G", "on_demand"] == (8, 12, 8)
 
 
@@ -356,8 +356,8 @@ def test_fleet_json_contract_on_the_shipped_jobs(capsys):
         assert job["planned"] and 0 < job["value"] <= 1 + 1e-6
     # Alone the jobs would ask for more of some quota than the account has; together
     # they fit every quota.
-    assert all(u["quota"] is None or u["vcpus"] <= u["quota"] for u in out["usage"])
-    overrun = [u for u in out["usage"] if u["quota"] is not None and u["solo_vcpus"] > u["quota"]]
+    assert all(u["quota"] is None or u["used"] <= u["quota"] for u in out["usage"])
+    overrun = [u for u in out["usage"] if u["quota"] is not None and u["solo_used"] > u["quota"]]
     assert overrun
     assert out["objective_value"] == pytest.approx(sum(j["value"] for j in out["jobs"]))
     held = [j for j in out["jobs"] if j["value"] < 1 - 1e-6]
@@ -398,7 +398,11 @@ def test_priority_and_jobs_that_run_alone(tmp_path, capsys):
     shared_spot = sum(
         j["n_spot"] * 4 for j in out["jobs"] if j["shared"] and j["worker_type"] == "g4dn.xlarge"
     )
-    assert g_spot["vcpus"] <= 128 and g_spot["vcpus"] >= shared_spot
+    assert (
+        g_spot["used"] <= 128
+        and g_spot["used"] >= shared_spot
+        and g_spot["vcpus"] == g_spot["used"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -96,7 +96,7 @@ def check_plan(plan, jobs, inputs) -> None:
     value = sum(j.priority * j.value for j in plan.jobs)
     assert abs(value - plan.objective_value) < 1e-6 * value
     for use in plan.usage:  # within every quota (the separate check passed too)
-        assert use.quota is None or use.vcpus <= use.quota + 1e-9
+        assert use.quota is None or use.used <= use.quota + 1e-9
 
 
 @pytest.mark.parametrize("stage", ["relaxation", "value", "no-plan"])

@@ -93,7 +93,7 @@ def test_the_fleet_names_a_binding_gpu_quota_with_its_unit():
     )
     spot = {u.quota_group: u for u in plan.usage if u.market == "spot"}
     gpus = spot["PREEMPTIBLE_NVIDIA_A100_GPUS"]
-    assert gpus.vcpus <= 16 and gpus.unit == "gpus"
+    assert gpus.used <= 16 and gpus.unit == "gpus"
     assert gpus.label == "PREEMPTIBLE_NVIDIA_A100_GPUS"  # its name says the market
 
 

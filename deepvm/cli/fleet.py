@@ -251,8 +251,8 @@ def _print_quota_use(plan: Any) -> None:
             + (f" in {u['region']}" if u["region"] else ""),
             # Each quota counts in its own unit (vCPUs, or GPUs on GCP): amounts say it.
             "quota": "no limit" if u["quota"] is None else _amount(u["quota"], u["unit"]),
-            "vcpus": _amount(u["vcpus"], u["unit"]),
-            "solo_vcpus": _amount(u["solo_vcpus"], u["unit"]),
+            "used": _amount(u["used"], u["unit"]),
+            "solo_used": _amount(u["solo_used"], u["unit"]),
         }
         for u in plan.as_dict()["usage"]
     ]
@@ -261,9 +261,9 @@ def _print_quota_use(plan: Any) -> None:
             usage,
             [
                 ("where", "quota"),
-                ("vcpus", "fleet use"),
+                ("used", "fleet use"),
                 ("quota", "limit"),
-                ("solo_vcpus", "use if planned alone"),
+                ("solo_used", "use if planned alone"),
             ],
         )
     )

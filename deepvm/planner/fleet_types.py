@@ -168,12 +168,10 @@ class QuotaUse:
     region: str
     quota_group: str
     market: str
-    vcpus: float  # what the fleet plan runs
+    used: float  # what the fleet plan runs, in ``unit``
     quota: float  # inf: no limit
-    solo_vcpus: float  # what the jobs' solo plans together would ask for
-    # The unit of the three amounts (deepvm.quotas.UNITS): "vcpus", or "gpus" for a
-    # GPU quota (GCP's); the fields keep their first names, from when all were vCPUs.
-    unit: str = "vcpus"
+    solo_used: float  # what the jobs' solo plans together would ask for, in ``unit``
+    unit: str = "vcpus"  # of the three amounts (deepvm.quotas.UNITS): "vcpus" or "gpus"
     label: str = ""  # how explanations name it ("G spot", "PREEMPTIBLE_CPUS")
 
     def as_dict(self) -> dict[str, Any]:
@@ -181,10 +179,14 @@ class QuotaUse:
             "region": self.region,
             "quota_group": self.quota_group,
             "market": self.market,
-            "vcpus": self.vcpus,
+            "used": self.used,
             "quota": self.quota if math.isfinite(self.quota) else None,
-            "solo_vcpus": self.solo_vcpus,
+            "solo_used": self.solo_used,
             "unit": self.unit,
+            # the keys before amounts were named by unit (they hold GPUs for a GPU
+            # quota); kept for scripts that read them
+            "vcpus": self.used,
+            "solo_vcpus": self.solo_used,
             "label": self.label,
         }
 
