@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet as fleet_bench
 
+from deepvm.base.config import JobSpec
 from deepvm.catalog.common import in_cloud
-from deepvm.config import JobSpec
 from deepvm.planner import Inputs, recommend
-from deepvm.planner.fleet_plan import plan_fleet
+from deepvm.planner.fleet.plan import plan_fleet
 
 
 def median_recommend_s(make: object, repeats: int = 15) -> float:

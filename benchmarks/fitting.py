@@ -1,6 +1,6 @@
 """`deepvm fit`'s cost (run by hand: `python benchmarks/fitting.py`; not in CI).
 
-Side by side in one run, on the same groups: deepvm's fitting (deepvm.fitting:
+Side by side in one run, on the same groups: deepvm's fitting (deepvm.performance.fitting:
 analytic Jacobians, leave-one-out fits started from the full fit's best minima)
 and the reference it replaced (every start for the full fit and for each
 leave-one-out fit, numerical Jacobians; the ``deepvm`` kind with its cancelling
@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from deepvm.fitting import FIT_ORDER, SELECT_RTOL, fit_group
-from deepvm.overhead import SpeedupModel, logistic
+from deepvm.performance.fitting import FIT_ORDER, SELECT_RTOL, fit_group
+from deepvm.performance.overhead import SpeedupModel, logistic
 
 NODES = [1, 2, 4, 6, 8, 12, 16, 20, 24, 32]
 TRUTHS = [

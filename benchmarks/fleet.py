@@ -28,13 +28,14 @@ import sys
 import time
 from dataclasses import replace
 
+from deepvm.base.config import JobSpec
+from deepvm.base.errors import DeepvmError
 from deepvm.catalog.common import in_cloud
-from deepvm.config import JobSpec
-from deepvm.errors import DeepvmError
-from deepvm.planner import Inputs, fleet_program, recommend
-from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import RegisteredJob
-from deepvm.workloads import WORKLOADS
+from deepvm.performance.workloads import WORKLOADS
+from deepvm.planner import Inputs, recommend
+from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet.plan import plan_fleet
+from deepvm.planner.fleet.types import RegisteredJob
 
 SAMPLE = ("resnet50", "gpt2", "bert-base", "vit-b16")
 OBJECTIVES = ("throughput", "paper", "goodput", "cost")

@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 
 from deepvm.catalog import Catalog, validate_catalog
+from deepvm.catalog.quotas import Quotas
 from deepvm.cli.plan import parse_budgets
 from deepvm.planner import Inputs
 from deepvm.planner.api import checkpoint_needs
 from deepvm.planner.candidates import ON_DEMAND, SINGLE_ANCHOR, hourly_cost, throughput
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.policies import POLICIES, Planner
-from deepvm.quotas import Quotas
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "datasets" / "scenarios" / "paper"
@@ -232,7 +232,7 @@ def synthetic_child(n_gpu: int) -> None:
     """One recommend on a synthetic catalog, in this (fresh) process."""
     import resource
 
-    from deepvm.overhead import shipped_overhead_table
+    from deepvm.performance.overhead import shipped_overhead_table
     from deepvm.planner.api import recommend
 
     cat = synthetic_catalog(n_gpu)

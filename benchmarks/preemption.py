@@ -4,7 +4,7 @@ cluster sizes, checkpoint stalls and restart times (run by hand:
 
 Prints a markdown table; `rel. diff` is analytic / simulated - 1. The simulator
 also lets preemptions strike restarts, which the analytic model ignores: it is
-valid while lambda R and lambda (tau + delta) stay small (see deepvm.preemption).
+valid while lambda R and lambda (tau + delta) stay small (see deepvm.performance.preemption).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
+from deepvm.performance.preemption import cluster_rate_per_s, expected_makespan, simulate
 
 WORK_H = 100.0
 RUNS = 4000

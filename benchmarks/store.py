@@ -69,7 +69,7 @@ def peak_rss(argv: list[str]) -> float:
 def fabricate_year(store: Path, first: dt.date, nights: int) -> None:
     """A commit per night before ``first``, each the first night's rows of every
     dated table with that night's date: what a year of nightlies leaves."""
-    from deepvm.schemas import WRITER
+    from deepvm.model.schemas import WRITER
     from deepvm.store import TABLES, Store
 
     view = Store.open(store)

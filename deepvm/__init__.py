@@ -32,30 +32,30 @@ __all__ = [
 _LAZY = {
     "Catalog": "deepvm.catalog",
     "load_catalog": "deepvm.catalog",
-    "DeepvmError": "deepvm.errors",
-    "InfeasibleError": "deepvm.errors",
-    "InputError": "deepvm.errors",
+    "DeepvmError": "deepvm.base.errors",
+    "InfeasibleError": "deepvm.base.errors",
+    "InputError": "deepvm.base.errors",
     "Inputs": "deepvm.planner",
-    "JobSpec": "deepvm.config",
+    "JobSpec": "deepvm.base.config",
     "Recommendation": "deepvm.planner",
     "recommend": "deepvm.planner",
     "sweep": "deepvm.planner",
     "compare": "deepvm.planner",
-    "SpeedupModel": "deepvm.overhead",
+    "SpeedupModel": "deepvm.performance.overhead",
     "Store": "deepvm.store",
-    "flopp_table": "deepvm.flopp",
-    "load_inputs": "deepvm.store_inputs",
+    "flopp_table": "deepvm.performance.flopp",
+    "load_inputs": "deepvm.records.inputs",
 }
 
 if TYPE_CHECKING:
+    from deepvm.base.config import JobSpec
+    from deepvm.base.errors import DeepvmError, InfeasibleError, InputError
     from deepvm.catalog import Catalog, load_catalog
-    from deepvm.config import JobSpec
-    from deepvm.errors import DeepvmError, InfeasibleError, InputError
-    from deepvm.flopp import flopp_table
-    from deepvm.overhead import SpeedupModel
+    from deepvm.performance.flopp import flopp_table
+    from deepvm.performance.overhead import SpeedupModel
     from deepvm.planner import Inputs, Recommendation, compare, recommend, sweep
+    from deepvm.records.inputs import load_inputs
     from deepvm.store import Store
-    from deepvm.store_inputs import load_inputs
 
 
 def __getattr__(name: str) -> Any:

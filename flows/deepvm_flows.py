@@ -1,7 +1,7 @@
 """deepvm as Prefect flows. Every task calls one function of the library
-(``deepvm.pipeline`` and friends); what happens here is orchestration only:
+(``deepvm.nightly.stages`` and friends); what happens here is orchestration only:
 logging, artifacts and typed parameters for the UI's form. The nightly is
-``deepvm.pipeline.nightly`` itself, each of its stages run as a task.
+``deepvm.nightly.stages.nightly`` itself, each of its stages run as a task.
 
 Run without a server: ``python -m flows.deepvm_flows nightly`` (or ``deepvm nightly``).
 """
@@ -20,8 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 from pydantic import BeforeValidator, Field
 
-from deepvm import pipeline
-from deepvm.config import (
+from deepvm.base.config import (
     DEFAULT_MIN_GAIN,
     MAX_CHECKPOINT_GB,
     MAX_DEADLINE_H,
@@ -30,12 +29,13 @@ from deepvm.config import (
     JobSpec,
     Objective,
 )
-from deepvm.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
-from deepvm.planner.fleet_types import FleetPlan, RegisteredJob
-from deepvm.report import change_report_markdown, fleet_markdown, recommendations_markdown
-from deepvm.results import WHAT_IF
+from deepvm.base.errors import DeepvmError, InputError, ParameterError, SourceUnavailableError
+from deepvm.nightly import stages as pipeline
+from deepvm.performance.workloads import WorkloadName, parse_work, training_work
+from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
+from deepvm.records.results import WHAT_IF
+from deepvm.render.report import change_report_markdown, fleet_markdown, recommendations_markdown
 from deepvm.store import Store, store_uri
-from deepvm.workloads import WorkloadName, parse_work, training_work
 from flows.forms import (
     DEFAULT_WORKLOAD_CHOICE,
     EVERY_POLICY,
@@ -414,7 +414,7 @@ def benchmark(
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
     """
     from deepvm.bench.run import benchmark_frame, identify, run_benchmarks
-    from deepvm.results import write_benchmarks
+    from deepvm.records.results import write_benchmarks
 
     opened = _store(store).ensure_writable()  # before minutes of measuring
     hardware = identify(instance_type)
@@ -534,7 +534,7 @@ def nightly(
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
-    change report (artifact): ``deepvm.pipeline.nightly``, each stage a task. Every
+    change report (artifact): ``deepvm.nightly.stages.nightly``, each stage a task. Every
     table's rows are committed together when all stages succeeded: a failed night
     changes nothing. Then every month that ended before the night's date is
     compacted into one file per table.
@@ -556,8 +556,8 @@ def nightly(
         min_gain: a running job moves only when the move saves more than this share.
     """
     from deepvm.catalog.sources import get_source
-    from deepvm.scenarios import load_scenarios
-    from deepvm.workloads import load_workloads
+    from deepvm.performance.workloads import load_workloads
+    from deepvm.records.jobs import load_scenarios
 
     logger = get_run_logger()
     date = snapshot_date or pipeline.today()
@@ -658,8 +658,8 @@ def fleet(
         snapshot_date: plan on the prices of this date or before, YYYY-MM-DD (default: today).
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
     """
-    from deepvm.scenarios import load_scenarios
-    from deepvm.workloads import load_workloads
+    from deepvm.performance.workloads import load_workloads
+    from deepvm.records.jobs import load_scenarios
 
     opened = _store(store)
     date = snapshot_date or pipeline.today()
@@ -726,8 +726,8 @@ def adopt(
         snapshot_date: adopt the plan of this night or before, YYYY-MM-DD.
         started: when it started (ISO 8601); the work done is estimated from it.
     """
-    from deepvm.running import adopt as adopt_job
-    from deepvm.running import started_time
+    from deepvm.records.running import adopt as adopt_job
+    from deepvm.records.running import started_time
 
     done = parse_work(work_done) if work_done else None
     when = started_time(started) if started else None
@@ -754,7 +754,7 @@ def finish(
         job: the registered job's name.
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
     """
-    from deepvm.running import finish as finish_job
+    from deepvm.records.running import finish as finish_job
 
     ended = finish_job(_store(store), job)
     get_run_logger().info("%s no longer runs (it ran %s)", job,

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from deepvm.config import ALL_POLICIES, MAX_HOURLY_COST
-from deepvm.errors import ParameterError
+from deepvm.base.config import ALL_POLICIES, MAX_HOURLY_COST
+from deepvm.base.errors import ParameterError
+from deepvm.performance.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work
 from deepvm.planner.policies import POLICIES
-from deepvm.scenarios import OLD_KEYS
-from deepvm.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work
+from deepvm.records.jobs import OLD_KEYS
 
 
 class OneType:

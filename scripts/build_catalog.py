@@ -87,7 +87,7 @@ import catalog_scaling  # noqa: E402
 
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS  # noqa: E402
 from deepvm.catalog.spot_advisor import parse_feed  # noqa: E402
-from deepvm.workloads import WORKLOADS  # noqa: E402
+from deepvm.performance.workloads import WORKLOADS  # noqa: E402
 
 SOURCES = ROOT / "datasets" / "sources"
 OUT = ROOT / "datasets"
@@ -451,7 +451,7 @@ def _same_cell(x: str, y: str, rtol: float) -> bool:
 
 
 def _same_curve(a: dict[str, str], b: dict[str, str], rtol: float) -> bool:
-    from deepvm.overhead import deepvm_factor
+    from deepvm.performance.overhead import deepvm_factor
 
     n = np.arange(1, 257)
     first = deepvm_factor(n, *(float(a[k]) for k in ("a", "b")))

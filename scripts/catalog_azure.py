@@ -22,7 +22,7 @@ spot price. Its defects, each handled here and named in the row's ``price_note``
 No CPU-only sizes are in the source, so Tiering (a remote tier of CPU nodes in
 the workers' region) is not planned on Azure.
 
-Quotas (deepvm.quotas): on demand, a node counts its vCPUs against its VM
+Quotas (deepvm.catalog.quotas): on demand, a node counts its vCPUs against its VM
 family's quota (``standardNCADSA100v4Family``) and the regional total
 (``cores``); spot, against the one regional Spot quota (``lowPriorityCores``).
 """

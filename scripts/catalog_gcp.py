@@ -7,7 +7,7 @@ alike (``gcp-host-vms-skypilot-v8.csv`` for A100, A100-80GB and H100 hosts,
 ``gcp-g2-hosts-skypilot-v8.csv`` for L4's g2 hosts, ``gcp-n1-hosts-skypilot-v8.csv``
 for T4's and V100's n1-standard hosts; ``gcp-gpu-attach-skypilot-v8.csv`` for the
 GPUs). GCP has no machine type that names an n1 host with its GPUs, so those rows
-are named host + GPUs, e.g. ``n1-standard-16+2xV100`` (deepvm.launch writes them
+are named host + GPUs, e.g. ``n1-standard-16+2xV100`` (deepvm.render.launch writes them
 back as SkyPilot's ``instance_type`` and ``accelerators``). The n1 hosts carry 8
 vCPUs per GPU (deepvm's choice, within GCP's per-GPU vCPU limits). The source's
 T4 rows are for one GPU only, and its V100 rows are in us-central1 and
@@ -22,7 +22,7 @@ Defects of the source, handled and named in each row's ``price_note``:
 * H100 attachment prices differ several-fold between regions (4.20 vs 9.80 vs
   12.74 USD per GPU-hour on demand): kept as the source gives them, and named.
 
-Quotas (deepvm.quotas): each row counts its GPUs against GCP's per-model GPU
+Quotas (deepvm.catalog.quotas): each row counts its GPUs against GCP's per-model GPU
 quota (``NVIDIA_A100_GPUS``; ``PREEMPTIBLE_NVIDIA_A100_GPUS`` for spot) and its
 vCPUs against the regional ``CPUS`` (``PREEMPTIBLE_CPUS``) quota.
 """

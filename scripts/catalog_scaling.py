@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from deepvm.fitting import fit_group
-from deepvm.overhead import MODEL_PARAMS
+from deepvm.performance.fitting import fit_group
+from deepvm.performance.overhead import MODEL_PARAMS
 
 MAX_NODES = 16
 # The commit date of each round's results repository as read (the file's source line).
@@ -66,7 +66,7 @@ class ScalingFit:
         return max(ROUND_DATES[r] for r in set(self.points["round"]))
 
     def speedup_at(self, n: int) -> float:
-        from deepvm.overhead import SpeedupModel
+        from deepvm.performance.overhead import SpeedupModel
 
         return float(SpeedupModel(self.kind, self.params)(n))
 

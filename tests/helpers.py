@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from deepvm.catalog import Catalog, validate_catalog
-from deepvm.overhead import SaturationModel
+from deepvm.catalog.quotas import Quotas
+from deepvm.performance.overhead import SaturationModel
 from deepvm.planner.candidates import CheckpointNeeds
 from deepvm.planner.offers import Offers, build_offers
-from deepvm.quotas import Quotas
 
 WORKLOAD = "resnet50"
 
@@ -101,8 +101,8 @@ def make_inputs(
 ):  # type: ignore[no-untyped-def]
     """The planner's Inputs for a small catalog (what the fleet planner takes);
     ``units``: quota keys counted in another unit than vCPUs (GPUs)."""
+    from deepvm.base.tables import Table
     from deepvm.planner import Inputs
-    from deepvm.tables import Table
 
     catalog = Catalog(validate_catalog(pd.DataFrame(rows)), snapshot="test")
     return Inputs(
@@ -147,7 +147,7 @@ def plain_readers(store, table: str) -> dict[str, dict[tuple, int]]:  # type: ig
     import polars as pl
     from deltalake import DeltaTable
 
-    from deepvm.schemas import COMMIT_ID, TABLES, WRITER
+    from deepvm.model.schemas import COMMIT_ID, TABLES, WRITER
     from deepvm.store import Store
 
     location = Store.open(str(store)).location
@@ -197,7 +197,7 @@ def deepvm_reader(store, table: str) -> dict[tuple, int]:  # type: ignore[no-unt
     """Rows per (date, writer, commit) of ``table`` as deepvm's own readers read it."""
     import collections
 
-    from deepvm.schemas import COMMIT_ID, TABLES, WRITER
+    from deepvm.model.schemas import COMMIT_ID, TABLES, WRITER
     from deepvm.store import Store
 
     rows = Store.open(str(store)).rows(table).to_pandas()

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.config import DEFAULT_TIME_LIMIT_S
-from deepvm.errors import SolverError
+from deepvm.base.config import DEFAULT_TIME_LIMIT_S
+from deepvm.base.errors import SolverError
 from deepvm.planner.architectures import REGISTRY, code
 from deepvm.planner.candidates import (
     BUDGET_RTOL,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from deepvm.cli import main
-from deepvm.pipeline import change_report
+from deepvm.nightly.stages import change_report
 from deepvm.store import Store
 from tests.helpers import whole
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from deepvm.backtest import backtest, write_synthetic
 from deepvm.cli import main
-from deepvm.scenarios import load_scenarios
+from deepvm.nightly.backtest import backtest, write_synthetic
+from deepvm.records.jobs import load_scenarios
 from deepvm.store import Store
 from tests.helpers import whole
 
@@ -104,9 +104,9 @@ def test_a_move_costs_its_stall_and_the_work_lost_since_the_checkpoint():
     import dataclasses
 
     from deepvm import recommend
-    from deepvm.backtest import NIGHT_S, _night, _price_tonight, _side
     from deepvm.catalog import load_catalog
-    from deepvm.planner.migration import migration_cost
+    from deepvm.nightly.backtest import NIGHT_S, _night, _price_tonight, _side
+    from deepvm.planner.fleet.migration import migration_cost
 
     job = next(j for j in load_scenarios(None) if j.spec.work_flops is None)
     job = dataclasses.replace(job, spec=dataclasses.replace(job.spec, top=8))

@@ -151,7 +151,7 @@ def test_measured_throughput_reaches_flopp_and_planner(capsys, tmp_path):
 
 
 def test_a_rerun_is_kept_and_the_newest_run_is_used(capsys, tmp_path):
-    from deepvm.store_inputs import latest_measurements
+    from deepvm.records.inputs import latest_measurements
 
     store = str(tmp_path)
     args = ["benchmark", "--steps", "2", "--instance-type", "x", "--store", store, "--json"]

@@ -12,7 +12,7 @@ import pytest
 
 from deepvm.catalog import load_catalog
 from deepvm.cli import main
-from deepvm.flopp import node_throughput, shipped_published
+from deepvm.performance.flopp import node_throughput, shipped_published
 from tests.helpers import whole
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,7 @@ def test_throughput_precedence_file_over_store_over_published_over_estimate(tmp_
     t = tmp_path / "t.csv"
     t.write_text("instance_type,workload,flops\np3.2xlarge,resnet50,5e12\n")
     store_rows = whole(store, "benchmarks").df()
-    from deepvm.flopp import load_throughput, merge_measurements
+    from deepvm.performance.flopp import load_throughput, merge_measurements
 
     merged = merge_measurements(
         store_rows.rename(columns={"achieved_flops": "flops"}).assign(

@@ -12,7 +12,7 @@ import pytest
 from tests_paths import PAPER, PAPER_ARGS, ROOT
 
 from deepvm.cli import main
-from deepvm.flopp import shipped_published
+from deepvm.performance.flopp import shipped_published
 from deepvm.planner.candidates import ARCHITECTURES
 from tests.helpers import whole
 
@@ -74,7 +74,7 @@ def test_recommend_json_contract(capsys):
 
 def test_recommend_throughput_is_model_times_flops(capsys):
     from deepvm.catalog import load_catalog
-    from deepvm.overhead import resolve_models, shipped_overhead_table
+    from deepvm.performance.overhead import resolve_models, shipped_overhead_table
 
     out = run_json(capsys, "recommend", "--budget", "5", "--top", "6", "--json")
     catalog = load_catalog().instances.set_index(["region", "instance_type"])
@@ -275,8 +275,8 @@ def test_sweep_json_and_parquet(capsys, tmp_path):
     )
     df = duckdb.sql(f"select * from '{out_file}'").df()
     assert len(df) == len(rows)
-    # every output of a sweep carries the cluster as deepvm.cluster.Cluster has it
-    from deepvm.cluster import CLUSTER_FIELDS
+    # every output of a sweep carries the cluster as deepvm.model.cluster.Cluster has it
+    from deepvm.model.cluster import CLUSTER_FIELDS
 
     assert set(CLUSTER_FIELDS) <= set(df.columns) and set(CLUSTER_FIELDS) <= set(rows[0])
     assert (df["n_spot"] + df["n_on_demand"] == df["n_workers"]).all()

@@ -1,4 +1,4 @@
-"""One cluster type (deepvm.cluster.Cluster) from which the store's columns, the
+"""One cluster type (deepvm.model.cluster.Cluster) from which the store's columns, the
 JSON contracts and the words derive."""
 
 import dataclasses
@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from deepvm.cluster import CLUSTER_FIELDS, Cluster, cluster_words
+from deepvm.model.cluster import CLUSTER_FIELDS, Cluster, cluster_words
+from deepvm.model.schemas import table_schema
 from deepvm.planner.explain import Alternative
 from deepvm.planner.policies import Recommendation
-from deepvm.schemas import table_schema
 
 
 @pytest.mark.parametrize("table", ["recommendations", "fleet"])

@@ -126,7 +126,7 @@ def test_rows_of_an_abandoned_commit_are_dropped_after_the_retention(
     # (the roll-back removed the rows again; plant them as a killed writer leaves them)
     from deltalake import write_deltalake
 
-    from deepvm.schemas import to_arrow
+    from deepvm.model.schemas import to_arrow
 
     dead = to_arrow("recommendations", row, "2026-11-15", "resnet50-3usd", "20260101T000000Z-dead")
     write_deltalake(str(store / "recommendations"), dead, mode="append")

@@ -130,11 +130,11 @@ def test_a_new_limit_is_one_class_that_every_check_and_explanation_follows(monke
     model check, the explanation and the fleet plan."""
     from dataclasses import dataclass
 
-    from deepvm.config import JobSpec
+    from deepvm.base.config import JobSpec
     from deepvm.planner import constraints
     from deepvm.planner.api import Inputs, recommend
-    from deepvm.planner.fleet_plan import plan_fleet
-    from deepvm.planner.fleet_types import RegisteredJob
+    from deepvm.planner.fleet.plan import plan_fleet
+    from deepvm.planner.fleet.types import RegisteredJob
 
     @dataclass(frozen=True)
     class FourNodes(constraints.Limit):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import deepvm
-from deepvm.errors import DeepvmError, InputError, InternalError, SourceUnavailableError
+from deepvm.base.errors import DeepvmError, InputError, InternalError, SourceUnavailableError
 
 
 def every_module():
@@ -55,7 +55,7 @@ def test_a_plan_that_fails_its_own_check_is_a_bug_not_a_solver_error(monkeypatch
     """A fleet plan over a quota is deepvm's bug: InternalError, exit 70, a message
     that says so (it was SolverError, 'not a bug', exit 2)."""
     from deepvm.cli import main
-    from deepvm.planner import fleet_program
+    from deepvm.planner.fleet import program as fleet_program
 
     real = fleet_program.solve
 
@@ -74,8 +74,8 @@ def test_a_plan_that_fails_its_own_check_is_a_bug_not_a_solver_error(monkeypatch
     )
     with pytest.raises(InternalError, match="failed verification"):
         from deepvm.planner import Inputs
-        from deepvm.planner.fleet_plan import plan_fleet
-        from deepvm.scenarios import load_scenarios
+        from deepvm.planner.fleet.plan import plan_fleet
+        from deepvm.records.jobs import load_scenarios
 
         plan_fleet(load_scenarios(scenarios), Inputs.load())
     assert main(["fleet", "--jobs", str(scenarios)]) == 70

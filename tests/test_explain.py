@@ -8,10 +8,10 @@ import json
 import pytest
 
 from deepvm.catalog import load_catalog
+from deepvm.catalog.quotas import load_quotas
 from deepvm.cli import main
 from deepvm.planner import recommend
 from deepvm.planner.api import Inputs
-from deepvm.quotas import load_quotas
 from tests.helpers import whole
 
 

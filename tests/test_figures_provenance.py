@@ -15,8 +15,8 @@ import pytest
 
 from deepvm.catalog import load_catalog
 from deepvm.cli import main
-from deepvm.flopp import load_throughput, merge_measurements, node_throughput
-from deepvm.overhead import SpeedupModel, shipped_overhead_table
+from deepvm.performance.flopp import load_throughput, merge_measurements, node_throughput
+from deepvm.performance.overhead import SpeedupModel, shipped_overhead_table
 from deepvm.store import Store
 from tests.helpers import whole
 

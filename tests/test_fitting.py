@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from tests_paths import PAPER, PAPER_ARGS
 
+from deepvm.base.errors import InputError
 from deepvm.cli import main
-from deepvm.errors import InputError
-from deepvm.fitting import fit_all, fit_group, load_scaling
-from deepvm.overhead import SpeedupModel
+from deepvm.performance.fitting import fit_all, fit_group, load_scaling
+from deepvm.performance.overhead import SpeedupModel
 
 NODES = [1, 2, 4, 6, 8, 12, 16, 20, 24, 32]
 
@@ -259,7 +259,7 @@ def test_the_deepvm_kind_is_fitted_on_its_own_curve(speedups):
     """Regression: deepvm reused the logistic's (a, b, c), so its curve n K(n) rose
     and fell away from the data (r2 -1.27 and -166 here; -0.22 in the README's
     figure where the logistic scored 0.996)."""
-    from deepvm.fitting import fit_group
+    from deepvm.performance.fitting import fit_group
 
     fits = {f.model.kind: f for f in fit_group("t", "w", [1, 2, 3, 4, 5, 6], speedups)}
     deepvm = fits["deepvm"]
@@ -280,10 +280,10 @@ def test_the_deepvm_kind_is_fitted_on_its_own_curve(speedups):
     ],
 )
 def test_the_fits_analytic_jacobians_match_the_models(kind, theta):
-    """The values are the models' own (deepvm.overhead.speedup), and the Jacobian
+    """The values are the models' own (deepvm.performance.overhead.speedup), and the Jacobian
     the fits use agrees with central differences of them."""
-    from deepvm.fitting import _model_and_jacobian
-    from deepvm.overhead import MODEL_PARAMS
+    from deepvm.performance.fitting import _model_and_jacobian
+    from deepvm.performance.overhead import MODEL_PARAMS
 
     n = np.array(NODES, dtype=float) + 0.37 * (np.array(NODES) > 1)  # off the kink at b
     names = MODEL_PARAMS[kind]

@@ -1,4 +1,4 @@
-"""Fleet planning (deepvm.planner.fleet_plan) against brute force over every
+"""Fleet planning (deepvm.planner.fleet.plan) against brute force over every
 combination of every job's feasible clusters, on small fleets with tight quotas."""
 
 import math
@@ -10,14 +10,14 @@ from helpers import cpu_row, gpu_row, make_inputs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from deepvm.config import JobSpec
+from deepvm.base.config import JobSpec
+from deepvm.catalog.quotas import Quotas
 from deepvm.planner.api import job_planner
 from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
 from deepvm.planner.exhaustive import enumerate_feasible
-from deepvm.planner.fleet_options import undominated
-from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import RegisteredJob
-from deepvm.quotas import Quotas
+from deepvm.planner.fleet.options import undominated
+from deepvm.planner.fleet.plan import plan_fleet
+from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.store import Store
 
 MAX_NODES = 6
@@ -270,7 +270,7 @@ def test_undominated_by_groups_agrees_with_comparing_every_pair():
     every pair on every column keeps."""
     import numpy as np
 
-    from deepvm.planner.fleet_options import _pareto
+    from deepvm.planner.fleet.options import _pareto
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -443,9 +443,9 @@ def test_negative_team_budget_is_a_usage_error(capsys):
 
 
 def test_no_prices_on_or_before_the_date_is_named(tmp_path):
-    from deepvm.errors import InputError
-    from deepvm.pipeline import refresh_prices
-    from deepvm.store_inputs import catalog_from_store
+    from deepvm.base.errors import InputError
+    from deepvm.nightly.stages import refresh_prices
+    from deepvm.records.inputs import catalog_from_store
 
     refresh_prices(Store.open(tmp_path), "snapshot", snapshot_date="2026-12-02")
     with pytest.raises(InputError, match="no prices on or before 2026-12-01; its first snapshot"):
@@ -484,12 +484,12 @@ def test_the_fleet_answer_names_makespan_cost_deadline_and_writes_launch_files(t
 @given(fleets(), st.data())
 def test_fleet_plan_with_a_running_job_equals_brute_force(case, data):
     """Job 0 runs on one of its feasible clusters: its candidates are valued net of
-    moving (deepvm.planner.migration, whose terms tests/test_migration.py checks by
+    moving (deepvm.planner.fleet.migration, whose terms tests/test_migration.py checks by
     hand), staying weighs (1 + min_gain), and the plan is still the best one."""
-    from deepvm.config import DEFAULT_MIN_GAIN
+    from deepvm.base.config import DEFAULT_MIN_GAIN
     from deepvm.planner.candidates import cluster_of
-    from deepvm.planner.fleet_types import Running
-    from deepvm.planner.migration import Side, decide
+    from deepvm.planner.fleet.migration import Side, decide
+    from deepvm.planner.fleet.types import Running
 
     inputs, jobs, team_budget, rows, units = case
     fleet = inputs.offers("resnet50")

@@ -1,4 +1,4 @@
-"""The fleet program (deepvm.planner.fleet_program) against brute force, apart from
+"""The fleet program (deepvm.planner.fleet.program) against brute force, apart from
 jobs and clusters: small random programs of classes of alike jobs, shared limits
 of coarse and fine grain, near-ties in value, a team budget or none. The plan must
 be the most valuable, then the cheapest of those, and feasible."""
@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deepvm.planner import fleet_program
+from deepvm.planner.fleet import program as fleet_program
 
 DATA = Path(__file__).parent / "data"
 

@@ -16,11 +16,13 @@ import random
 import numpy as np
 import pytest
 
+from deepvm.base.config import JobSpec
 from deepvm.cli import main
-from deepvm.config import JobSpec
-from deepvm.planner import Inputs, fleet_model, fleet_program, highs
-from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import RegisteredJob
+from deepvm.planner import Inputs, highs
+from deepvm.planner.fleet import model as fleet_model
+from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet.plan import plan_fleet
+from deepvm.planner.fleet.types import RegisteredJob
 
 
 def hard_jobs(count: int = 30) -> list[RegisteredJob]:

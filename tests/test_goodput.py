@@ -16,9 +16,14 @@ from milp_oracle import MilpPlanner
 from test_milp_vs_enumeration import MAX_NODES, scenarios
 from tests_paths import PAPER_ARGS
 
+from deepvm.base.errors import InputError
 from deepvm.catalog import load_catalog, load_interruptions, with_interruptions
+from deepvm.catalog.advisor_buckets import INTERRUPTION_BUCKETS, bucket_rate
 from deepvm.cli import main
-from deepvm.errors import InputError
+from deepvm.performance.preemption import (
+    efficiency,
+    expected_makespan,
+)
 from deepvm.planner.candidates import (
     ARCHITECTURES,
     OBJECT_STORE,
@@ -31,7 +36,6 @@ from deepvm.planner.candidates import (
 from deepvm.planner.exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
 from deepvm.planner.policies import Planner
-from deepvm.preemption import INTERRUPTION_BUCKETS, bucket_rate, efficiency, expected_makespan
 from tests.helpers import whole
 
 

@@ -1,4 +1,4 @@
-"""One job specification (deepvm.config.JobSpec) for the CLI, the scenarios file,
+"""One job specification (deepvm.base.config.JobSpec) for the CLI, the scenarios file,
 the flows and the library: the same fields, the same checks, the same answer."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import pytest
 
 import deepvm
+from deepvm.base.config import JOB_OPTIONS, JobSpec
+from deepvm.base.errors import InputError, ParameterError
 from deepvm.cli import main
-from deepvm.config import JOB_OPTIONS, JobSpec
-from deepvm.errors import InputError, ParameterError
-from deepvm.scenarios import OPTIONAL, load_scenarios
+from deepvm.records.jobs import OPTIONAL, load_scenarios
 
 
 @pytest.mark.parametrize(

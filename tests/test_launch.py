@@ -1,5 +1,5 @@
 """--sky-yaml: the SkyPilot tasks of the chosen cluster, the same tasks `deepvm
-launch` runs (deepvm.launch): deepvm shipped as a wheel beside them (no package
+launch` runs (deepvm.render.launch): deepvm shipped as a wheel beside them (no package
 index), every value only a launch knows left null so that SkyPilot refuses to
 launch without it, and every file accepted by SkyPilot's own task schema
 (tests/skypilot_schema.py, the pinned skypilot test dependency)."""
@@ -32,7 +32,7 @@ def tasks(path: Path) -> dict[str, dict]:
         assert wheel.parent == path.parent.resolve() and wheel.exists()
         assert remote.endswith(wheel.name) and f'pip install "{remote}[checkpoint' in task["setup"]
         with zipfile.ZipFile(wheel) as built:  # deepvm as this machine runs it
-            assert "deepvm/launch.py" in built.namelist()
+            assert "deepvm/render/launch.py" in built.namelist()
     return found
 
 
@@ -178,7 +178,7 @@ def test_the_wheel_is_this_machines_deepvm_and_installs_without_an_index(tmp_pat
     )
     with zipfile.ZipFile(first) as built:
         names = set(built.namelist())
-        assert (ROOT / "deepvm" / "launch.py").read_bytes() == built.read("deepvm/launch.py")
+        assert (ROOT / "deepvm" / "launch.py").read_bytes() == built.read("deepvm/render/launch.py")
     assert {"deepvm/_datasets/catalog-aws.csv", "flows/__init__.py"} <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     target = tmp_path / "site"
@@ -189,7 +189,7 @@ def test_the_wheel_is_this_machines_deepvm_and_installs_without_an_index(tmp_pat
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     probe = (
-        "import deepvm, flows; from deepvm._datasets import dataset_path; "
+        "import deepvm, flows; from deepvm.base.datasets import dataset_path; "
         "print(deepvm.__version__, deepvm.__file__, dataset_path('catalog-gcp.csv'))"
     )
     ran = subprocess.run(

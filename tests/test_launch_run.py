@@ -361,7 +361,7 @@ def test_a_plan_whose_type_left_the_catalog_is_refused(cloud, store, tmp_path, c
 
 def next_night_moves(store: str, job: str) -> None:
     """A second night whose plan puts ``job`` on its deepvm #2 cluster."""
-    from deepvm.cluster import Cluster
+    from deepvm.model.cluster import Cluster
     from deepvm.store import Store
 
     opened = Store.open(store)
@@ -385,7 +385,7 @@ def next_night_moves(store: str, job: str) -> None:
 
 def test_moving_a_running_job_restores_its_checkpoint_on_the_new_tier(cloud, store, capsys):
     from deepvm.checkpoint.client import load_bytes, put_version
-    from deepvm.cluster import Cluster
+    from deepvm.model.cluster import Cluster
     from deepvm.store import Store
 
     job = "resnet50-3usd"

@@ -127,10 +127,10 @@ def test_the_check_sees_a_function_level_import_and_skips_type_checking(tmp_path
     sneaky.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from deepvm.cli import main\n"
-        "def f():\n    from deepvm.pipeline import nightly\n"
+        "def f():\n    from deepvm.nightly.stages import nightly\n"
     )
     try:
-        assert upward_imports(sneaky, TABLE) == ["deepvm.pipeline (stages, above planner)"]
+        assert upward_imports(sneaky, TABLE) == ["deepvm.nightly.stages (stages, above planner)"]
     finally:
         sneaky.unlink()
 
@@ -162,10 +162,10 @@ def test_the_planner_names_no_command_line_flag(path):
 
 
 def test_a_planner_error_is_spelled_by_each_front_end(capsys, tmp_path):
+    from deepvm.base.config import JobSpec
     from deepvm.cli import main
-    from deepvm.config import JobSpec
-    from deepvm.pipeline import refresh_prices, replan
-    from deepvm.planner.fleet_types import RegisteredJob
+    from deepvm.nightly.stages import refresh_prices, replan
+    from deepvm.planner.fleet.types import RegisteredJob
     from deepvm.store import Store
 
     assert main(["recommend", "--budget", "3", "--objective", "cost", "--json"]) == 2
@@ -252,3 +252,22 @@ def test_no_module_imports_another_modules_private_names(path):
         if alias.name.startswith("_") and not alias.name.startswith("__")
     ]
     assert private == []
+
+
+def folder_of(path: str) -> str:
+    """A module's folder (``deepvm/planner/fleet/``, ``flows/``); a top-level module
+    of the package is its own."""
+    parts = path.split("/")
+    return "/".join(parts[:-1]) + "/" if len(parts) > 2 or parts[0] == "flows" else path
+
+
+def test_no_circles_between_folders():
+    """Folder to folder, within a layer too (catalog/, performance/ and bench/ are
+    one layer: imports between them go one way)."""
+    folders: dict[str, set[str]] = {}
+    for module, targets in _module_graph().items():
+        mine = folder_of(module)
+        folders.setdefault(mine, set()).update(
+            folder_of(t) for t in targets if folder_of(t) != mine
+        )
+    assert import_circles(folders) == []

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from milp_oracle import MilpPlanner
 
-from deepvm.overhead import SaturationModel
+from deepvm.performance.overhead import SaturationModel
 from deepvm.planner.candidates import (
     DESIGN_ARCHITECTURES,
     ON_DEMAND,

@@ -6,10 +6,10 @@ import re
 import pytest
 from tests_paths import ROOT
 
+from deepvm.base.errors import InputError
 from deepvm.cli import main
-from deepvm.errors import InputError
-from deepvm.pipeline import change_report, refresh_prices
-from deepvm.scenarios import load_scenarios
+from deepvm.nightly.stages import change_report, refresh_prices
+from deepvm.records.jobs import load_scenarios
 from deepvm.store import Store, describe_tables
 from tests.helpers import whole
 
@@ -143,7 +143,7 @@ def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):
 
 def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
     from deepvm.catalog import sources
-    from deepvm.pipeline import PriceSourceError
+    from deepvm.nightly.stages import PriceSourceError
 
     class Down:
         name = "down"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from deepvm.cli import main
-from deepvm.pipeline import change_report
-from deepvm.report import change_report_markdown
+from deepvm.nightly.stages import change_report
+from deepvm.render.report import change_report_markdown
 from deepvm.store import Store
 
 SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "scenarios.toml"
@@ -144,7 +144,7 @@ def test_the_nightly_plans_on_the_dates_refreshed_snapshot(tmp_path, capsys):
     assert main([*refresh, "--date", "2026-12-01", "-q"]) == 0
     assert main(["nightly", "--store", uri, "--date", "2026-12-01", "-q"]) == 0
     opened = Store.open(uri)
-    from deepvm.store_inputs import catalog_from_store
+    from deepvm.records.inputs import catalog_from_store
 
     planned = catalog_from_store(opened, "2026-12-01").instances.set_index(
         ["region", "instance_type"]
@@ -251,9 +251,9 @@ def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, caps
     1440 px and hid their key columns; each table now keeps to TABLE_WIDTH, with
     the long text (clusters in words, reasons) listed below it."""
     from deepvm.planner.api import Inputs
-    from deepvm.planner.fleet_plan import plan_fleet
-    from deepvm.report import fleet_markdown, recommendations_markdown
-    from deepvm.scenarios import load_scenarios
+    from deepvm.planner.fleet.plan import plan_fleet
+    from deepvm.records.jobs import load_scenarios
+    from deepvm.render.report import fleet_markdown, recommendations_markdown
 
     assert main(["adopt", "gpt2-6usd", "--store", store, "--rank", "3", "-q"]) == 0
     assert main(["adopt", "resnet50-3usd", "--store", store, "--rank", "2", "-q"]) == 0

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from deepvm.errors import InputError
-from deepvm.overhead import (
+from deepvm.base.errors import InputError
+from deepvm.performance.overhead import (
     SaturationModel,
     SpeedupModel,
     deepvm_factor,

@@ -14,10 +14,10 @@ pytest.importorskip("matplotlib")
 from PIL import Image
 
 from deepvm.cli import main
-from deepvm.fitting import fit_group
-from deepvm.overhead import SpeedupModel
+from deepvm.performance.fitting import fit_group
+from deepvm.performance.overhead import SpeedupModel
 from deepvm.planner import compare, sweep
-from deepvm.plots import compare_figure, fit_figure, sweep_figure
+from deepvm.render.plots import compare_figure, fit_figure, sweep_figure
 
 
 def boxes(fig, artists):

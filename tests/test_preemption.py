@@ -7,7 +7,7 @@ import math
 import pytest
 
 from deepvm.cli import main
-from deepvm.preemption import (
+from deepvm.performance.preemption import (
     cluster_rate_per_s,
     expected_makespan,
     hourly_hazard,

@@ -380,7 +380,7 @@ def test_aws_failure_keeps_the_store(aws, tmp_path, monkeypatch, capsys):
     store = str(tmp_path)
     assert main(["prices", "refresh", "--store", store, "--date", "2026-12-01"]) == 0
     monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", "http://127.0.0.1:9")  # refused
-    monkeypatch.setattr("deepvm.prices.DEFAULT_BACKOFF_S", 0.01)
+    monkeypatch.setattr("deepvm.nightly.prices.DEFAULT_BACKOFF_S", 0.01)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     code = main(["prices", "refresh", "--source", "aws", "--store", store, "--date", "2026-12-02"])
     assert code == 1 and "FAILED" in capsys.readouterr().out

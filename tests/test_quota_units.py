@@ -11,12 +11,12 @@ import pytest
 from helpers import cpu_row, gpu_row, make_inputs
 from tests_paths import ROOT
 
+from deepvm.base.config import JobSpec
+from deepvm.base.errors import InputError
+from deepvm.catalog.quotas import load_quotas
 from deepvm.cli import main
-from deepvm.config import JobSpec
-from deepvm.errors import InputError
-from deepvm.planner.fleet_plan import plan_fleet
-from deepvm.planner.fleet_types import RegisteredJob
-from deepvm.quotas import load_quotas
+from deepvm.planner.fleet.plan import plan_fleet
+from deepvm.planner.fleet.types import RegisteredJob
 
 HEADER = (
     "provider,region,instance_type,quota_group,spot_quota_group,regional_quota_group,"

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from deepvm.catalog import load_catalog
+from deepvm.catalog.quotas import load_quotas
 from deepvm.cli import main
-from deepvm.quotas import load_quotas
 
 WEST = "us-west-2"
 

@@ -161,7 +161,7 @@ def test_nightly_that_crashes_part_way_publishes_nothing(night1, jobs, monkeypat
     def crash(*args, **kwargs):
         raise RuntimeError("a bug in the change report")
 
-    monkeypatch.setattr("deepvm.pipeline.change_report", crash)
+    monkeypatch.setattr("deepvm.nightly.stages.change_report", crash)
     before = tree_hash(night1)
     with pytest.raises(RuntimeError, match="a bug in the change report"):
         main(["nightly", "--store", str(night1), "--jobs", str(jobs), "--date", DAY2])
@@ -171,7 +171,7 @@ def test_nightly_that_crashes_part_way_publishes_nothing(night1, jobs, monkeypat
 KILLED_NIGHT = """
 import sys, time
 from pathlib import Path
-import deepvm.pipeline as p
+import deepvm.nightly.stages as p
 real = p.replan
 def slow(*args, **kwargs):
     out = real(*args, **kwargs)          # recommendations staged, not yet published
@@ -378,7 +378,7 @@ def test_json_never_prints_nan(capsys):
 def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
     from deepvm.bench.measure import Measurement
     from deepvm.bench.run import BenchmarkResult, benchmark_frame, identify
-    from deepvm.results import write_benchmarks
+    from deepvm.records.results import write_benchmarks
 
     noisy = Measurement(
         workload="tiny",
@@ -403,8 +403,8 @@ def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
 
 
 def test_superlinear_speedups_are_not_fitted_and_negative_r2_is_warned(tmp_path, capsys):
-    from deepvm.fitting import Fit, fit_warnings
-    from deepvm.overhead import SpeedupModel
+    from deepvm.performance.fitting import Fit, fit_warnings
+    from deepvm.performance.overhead import SpeedupModel
 
     scaling = tmp_path / "s.csv"
     scaling.write_text(

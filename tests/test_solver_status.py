@@ -15,8 +15,8 @@ from milp_oracle import (
     solve_status,
 )
 
+from deepvm.base.errors import SolverError
 from deepvm.cli import main
-from deepvm.errors import SolverError
 
 
 def fake(status, primal_solution_status=0):

@@ -5,9 +5,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from deepvm.base.errors import StoreError
 from deepvm.cli import main
-from deepvm.errors import StoreError
-from deepvm.schemas import table_schema
+from deepvm.model.schemas import table_schema
 from deepvm.store import TABLES, Store
 
 
@@ -132,8 +132,8 @@ def test_the_commits_table_is_kept_to_a_few_files_without_store_compact(tmp_path
 def test_an_error_inside_a_transaction_names_the_store_by_its_path(tmp_path):
     """Regression: errors raised by a stage given the open transaction printed the
     Store object's repr instead of where the store is."""
-    from deepvm.errors import DeepvmError
-    from deepvm.store_inputs import catalog_from_store
+    from deepvm.base.errors import DeepvmError
+    from deepvm.records.inputs import catalog_from_store
 
     where = tmp_path / "team-store"
     with pytest.raises(DeepvmError) as raised, Store.open(where).transaction() as tx:

@@ -20,7 +20,7 @@ from helpers import assert_whole_for_plain_readers, plain_readers, whole
 from tests_paths import ROOT
 
 from deepvm.cli import main
-from deepvm.schemas import COMMIT_ID
+from deepvm.model.schemas import COMMIT_ID
 from deepvm.store import TABLES, Store
 
 JOBS = """

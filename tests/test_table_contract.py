@@ -18,8 +18,8 @@ from deltalake import DeltaTable
 from tests_paths import ROOT
 
 from deepvm.cli import main
-from deepvm.columns import contract, contract_markdown, contracts
-from deepvm.schemas import COMMITS, SCHEMA_VERSION, TABLES, table_schema
+from deepvm.model.columns import contract, contract_markdown, contracts
+from deepvm.model.schemas import COMMITS, SCHEMA_VERSION, TABLES, table_schema
 from deepvm.store import Store
 from deepvm.store.sql import current_night_sql, history_sql, whole_rows_sql
 

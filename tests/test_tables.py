@@ -1,4 +1,4 @@
-"""deepvm.tables reads CSVs without pandas: it must read what pandas reads."""
+"""deepvm.base.tables reads CSVs without pandas: it must read what pandas reads."""
 
 import math
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from deepvm.errors import InputError
-from deepvm.tables import Table, numeric_column, read_table, text_column
+from deepvm.base.errors import InputError
+from deepvm.base.tables import Table, numeric_column, read_table, text_column
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "datasets").rglob("*.csv"))

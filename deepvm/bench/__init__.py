@@ -6,7 +6,7 @@ Importing this package is cheap; torch is imported by the functions that use it.
 
 from __future__ import annotations
 
-from deepvm.errors import DeepvmError
+from deepvm.base.errors import DeepvmError
 
 INSTALL_HINT = (
     "deepvm benchmark needs PyTorch and transformers: pip install 'deepvm[bench]' "

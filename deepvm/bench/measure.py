@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deepvm.base.config import BENCH_MAX_STEPS as MAX_STEPS
+from deepvm.base.config import BENCH_MIN_STEPS as MIN_STEPS
+from deepvm.base.config import BENCH_TARGET_TIMED_S as TARGET_TIMED_S
+from deepvm.base.config import DEFAULT_BENCH_WARMUP as DEFAULT_WARMUP
 from deepvm.bench import require_torch
 from deepvm.bench.models import SampleModel, build_model
-from deepvm.config import BENCH_MAX_STEPS as MAX_STEPS
-from deepvm.config import BENCH_MIN_STEPS as MIN_STEPS
-from deepvm.config import BENCH_TARGET_TIMED_S as TARGET_TIMED_S
-from deepvm.config import DEFAULT_BENCH_WARMUP as DEFAULT_WARMUP
-from deepvm.workloads import get_workload
+from deepvm.performance.workloads import get_workload
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deepvm.bench import MissingExtraError, require_torch
-from deepvm.workloads import get_workload
+from deepvm.performance.workloads import get_workload
 
 IMAGE_SIZE = 224
 IMAGENET_CLASSES = 1000

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from deepvm import __version__
+from deepvm.base.errors import ParameterError
 from deepvm.bench.identity import Hardware, detect
 from deepvm.bench.measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
-from deepvm.errors import ParameterError
 
 OK, FAILED = "ok", "failed"
 

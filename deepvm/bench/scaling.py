@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 from deepvm.checkpoint.protocol import ENV_LOCAL_DIR
-from deepvm.workloads import get_workload
+from deepvm.performance.workloads import get_workload
 
 # Untimed steps first; then each timed step is timed on its own (the slowest rank's
 # time) and a run's duration is steps x the median step. The first steps pay for

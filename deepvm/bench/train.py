@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from deepvm import checkpoint
     from deepvm.bench.models import build_model
-    from deepvm.workloads import get_workload
+    from deepvm.performance.workloads import get_workload
 
     parser = argparse.ArgumentParser(prog="python -m deepvm.bench.train")
     parser.add_argument("--workload", default="tiny")

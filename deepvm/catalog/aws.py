@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from deepvm.base.errors import InputError
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import request_timeout_s
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
-from deepvm.errors import InputError
 
 # The Pricing API answers from us-east-1 (and ap-south-1) for every region.
 PRICING_REGION = "us-east-1"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from deepvm._datasets import dataset_path
+from deepvm.base.datasets import dataset_path
 from deepvm.catalog.http import get_json
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from deepvm.errors import InputError
-from deepvm.tables import (
+from deepvm.base.errors import InputError
+from deepvm.base.tables import (
     Table,
     numeric_column,
     optional_text,
@@ -196,7 +196,7 @@ def validate_catalog(raw: Table | pd.DataFrame, *, region: str | None = None) ->
         "interruption_source",
         "interruption_date",
         "spot_price_basis",
-        # Quota keys beyond quota_group (deepvm.quotas): the spot market's own key
+        # Quota keys beyond quota_group (deepvm.catalog.quotas): the spot market's own key
         # (GCP's PREEMPTIBLE_*, Azure's regional spot vCPUs; default quota_group)
         # and a regional vCPU key per market (GCP's CPUS; none by default).
         *QUOTA_KEY_COLUMNS,
@@ -277,7 +277,7 @@ def with_spot_price(catalog: Catalog, basis: str) -> Catalog:
 
 def _reject_long_names(table: Table, what: str) -> None:
     """Instance types are writers' names in the store (benchmarks, scaling runs)."""
-    from deepvm.names import MAX_NAME_LENGTH
+    from deepvm.base.names import MAX_NAME_LENGTH
 
     for name in dict.fromkeys(table["instance_type"]):
         if len(name) > MAX_NAME_LENGTH:
@@ -289,7 +289,7 @@ def _reject_long_names(table: Table, what: str) -> None:
 
 def _interruption_rates(table: Table, what: str) -> npt.NDArray[np.float64]:
     """`interruption_rate` where given, else the value of `interruption_bucket`."""
-    from deepvm.preemption import bucket_rate
+    from deepvm.catalog.advisor_buckets import bucket_rate
 
     rates = (
         numeric_column(table, "interruption_rate", what, minimum=0, allow_missing=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from deepvm._datasets import dataset_path
+from deepvm.base.datasets import dataset_path
 from deepvm.catalog.http import SourceUnavailable, get_text
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
@@ -104,7 +104,7 @@ class GcpSource:
 
 
 def _read(where: str) -> pd.DataFrame:
-    from deepvm.errors import InputError
+    from deepvm.base.errors import InputError
 
     if where.startswith(("http://", "https://")):
         text = get_text(where)

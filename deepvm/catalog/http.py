@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from deepvm.errors import SourceUnavailableError
+from deepvm.base.errors import SourceUnavailableError
 
 # Throttling and server errors: the next attempt may well succeed.
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}

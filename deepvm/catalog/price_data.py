@@ -10,7 +10,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from deepvm.schemas import TABLES
+from deepvm.model.schemas import TABLES
 
 __all__ = ["INSTANCE_COLUMNS", "PriceData", "PriceSource"]
 

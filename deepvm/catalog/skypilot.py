@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from deepvm.base.errors import InputError
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import get_text
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.snapshot import load_catalog
-from deepvm.errors import InputError
 
 COLUMNS = (
     "InstanceType",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deepvm._datasets import dataset_path
+from deepvm.base.datasets import dataset_path
+from deepvm.base.tables import Table, concat, optional_text, read_table
 from deepvm.catalog.common import CATALOG_COLUMNS, Catalog, validate_catalog
-from deepvm.tables import Table, concat, optional_text, read_table
 
 # The shipped catalogs, one per cloud (built by scripts/build_catalog.py).
 SNAPSHOT_FILES = ("catalog-aws.csv", "catalog-gcp.csv", "catalog-azure.csv")

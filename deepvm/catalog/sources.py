@@ -63,7 +63,7 @@ def get_source(
     name: str, *, regions: Sequence[str] | None = None, skypilot_csv: str | None = None
 ) -> PriceSource:
     """A source by name: snapshot, aws, gcp, azure, skypilot, or a catalog file path."""
-    from deepvm.errors import InputError, ParameterError
+    from deepvm.base.errors import InputError, ParameterError
 
     if skypilot_csv is not None and name != "skypilot":  # refused, not ignored
         raise ParameterError(
@@ -118,7 +118,7 @@ def catalog_from_tables(
     every region (or ``region`` alone). Spot prices are per zone where the source
     has zones: the catalog takes the cheapest zone per type and region and names
     it (``spot_zone``)."""
-    from deepvm.errors import InputError
+    from deepvm.base.errors import InputError
 
     if region is not None:
         known = sorted(set(prices["region"].dropna()))

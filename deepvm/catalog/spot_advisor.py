@@ -24,13 +24,13 @@ from typing import Any
 
 import pandas as pd
 
+from deepvm.base.config import SPOT_ADVISOR_URL as PUBLIC_URL
+from deepvm.base.errors import InputError, SourceUnavailableError
 from deepvm.catalog.common import Catalog, with_rows_from
-from deepvm.config import SPOT_ADVISOR_URL as PUBLIC_URL
-from deepvm.errors import InputError, SourceUnavailableError
 
 SOURCE_NAME = "aws-spot-advisor"
 OS = "Linux"
-# The store's spot_advisor rows (deepvm.schemas), in order.
+# The store's spot_advisor rows (deepvm.model.schemas), in order.
 COLUMNS = (
     "region",
     "instance_type",
@@ -49,7 +49,7 @@ class FeedError(SourceUnavailableError, ValueError):  # ValueError: as before
 def parse_feed(feed: Any, *, feed_date: str, source: str = SOURCE_NAME) -> pd.DataFrame:
     """The Linux rows of a feed as COLUMNS, one per (region, instance type); the
     bucket label is the feed's own (``ranges``), its rate deepvm's (bucket_rate)."""
-    from deepvm.preemption import bucket_rate
+    from deepvm.catalog.advisor_buckets import bucket_rate
 
     if not isinstance(feed, dict) or not isinstance(feed.get("spot_advisor"), dict):
         raise FeedError("not a Spot Instance Advisor feed: no 'spot_advisor' object")

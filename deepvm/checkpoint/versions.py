@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from deepvm.errors import InputError, SourceUnavailableError
+from deepvm.base.errors import InputError, SourceUnavailableError
 
 _DATA = re.compile(r"^(\d{12})\.ckpt$")
 

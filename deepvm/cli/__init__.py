@@ -10,6 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
+from deepvm.base.errors import DeepvmError
 from deepvm.cli import (
     checkpoint,
     data,
@@ -23,7 +24,6 @@ from deepvm.cli import (
     store,
 )
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
-from deepvm.errors import DeepvmError
 from deepvm.store.location import request_timeout
 
 

@@ -10,11 +10,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS
+from deepvm.base.errors import DeepvmError
 from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN
 from deepvm.cli.common import number
 from deepvm.cli.output import progress
-from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS
-from deepvm.errors import DeepvmError
 
 MEMORY_DIR = "/dev/shm/deepvm-checkpoints"
 # The share of the folder's free space the tier may fill (the planner sizes a

@@ -11,8 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from deepvm.cli.listing import add_format
-from deepvm.config import (
+from deepvm.base.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_MAX_NODES,
     DEFAULT_PRICE_TIMEOUT_S,
@@ -29,7 +28,8 @@ from deepvm.config import (
     MAX_RESTART_S,
     MAX_WORK_FLOPS,
 )
-from deepvm.errors import DeepvmError
+from deepvm.base.errors import DeepvmError
+from deepvm.cli.listing import add_format
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
 EXIT_BAD_INPUT = 2
@@ -98,7 +98,7 @@ def number(
 
 def date_text(text: str) -> str:
     """An argparse type: a YYYY-MM-DD date."""
-    from deepvm.names import check_date
+    from deepvm.base.names import check_date
 
     try:
         return check_date(text)
@@ -157,7 +157,7 @@ def add_jobs_file(p: argparse.ArgumentParser, help_text: str) -> None:
 
 def add_min_gain(p: argparse.ArgumentParser) -> None:
     """--min-gain: how much a move must save before a running job moves."""
-    from deepvm.config import DEFAULT_MIN_GAIN
+    from deepvm.base.config import DEFAULT_MIN_GAIN
 
     p.add_argument(
         "--min-gain",
@@ -403,7 +403,7 @@ def planner_inputs(args: argparse.Namespace, store: Any = None) -> Any:
         from deepvm.store import Store
 
         store = Store.open(uri)
-    from deepvm.store_inputs import load_inputs
+    from deepvm.records.inputs import load_inputs
 
     return load_inputs(store=store, **files)
 
@@ -413,8 +413,8 @@ def job_from_args(
 ) -> Any:
     """The job the options describe, built once (recommend, sweep, compare);
     ``workloads``: the registry the inputs declare."""
-    from deepvm.config import JobSpec
-    from deepvm.workloads import training_work
+    from deepvm.base.config import JobSpec
+    from deepvm.performance.workloads import training_work
 
     if getattr(args, "time_limit", None) is not None:
         print(
@@ -452,7 +452,7 @@ def check_outputs(out: str | None, plot: str | None) -> None:
         if path is not None:
             check_output_path(flag, path)
     if plot is not None:
-        from deepvm.plots import check_available
+        from deepvm.render.plots import check_available
 
         check_available()  # the plot extra is missing: say so before solving anything
 
@@ -479,7 +479,7 @@ def check_output_path(flag: str, path: str, *, folder: bool = False) -> None:
 def store_location(args: argparse.Namespace, *, required: bool) -> str | None:
     """The one place a command's store is resolved: --store, else $DEEPVM_STORE,
     else ./deepvm-store for the commands that need a store (None for the others)."""
-    from deepvm.config import DEFAULT_STORE
+    from deepvm.base.config import DEFAULT_STORE
 
     given = getattr(args, "store", None) or os.environ.get(ENV_STORE)
     if given:

@@ -6,6 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from deepvm.base.config import (
+    DEFAULT_WORKLOAD,
+)
+from deepvm.base.config import SPOT_ADVISOR_URL as ADVISOR_URL
+from deepvm.base.errors import DeepvmError
 from deepvm.cli.common import (
     NON_NEGATIVE,
     add_store_timeout,
@@ -19,11 +24,6 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import add_format, output_format, print_listing
 from deepvm.cli.output import print_json, progress, tflops
-from deepvm.config import (
-    DEFAULT_WORKLOAD,
-)
-from deepvm.config import SPOT_ADVISOR_URL as ADVISOR_URL
-from deepvm.errors import DeepvmError
 
 
 def add_parsers(sub: Any) -> None:
@@ -187,11 +187,11 @@ def _saving_words(row: dict[str, Any]) -> str:
 
 def cmd_flopp(args: argparse.Namespace) -> int:
     from deepvm.catalog import load_catalog
-    from deepvm.flopp import flopp_table, load_throughput, merge_measurements
+    from deepvm.catalog.quotas import load_quotas
+    from deepvm.performance.flopp import flopp_table, load_throughput, merge_measurements
     from deepvm.planner.offers import build_offers
-    from deepvm.quotas import load_quotas
+    from deepvm.records.inputs import latest_measurements
     from deepvm.store import Store
-    from deepvm.store_inputs import latest_measurements
 
     written = writable_store(args.store)
     catalog = load_catalog(args.catalog, region=args.region)
@@ -206,7 +206,7 @@ def cmd_flopp(args: argparse.Namespace) -> int:
     if args.market != "all":
         df = df[df["market"] == args.market]
     if written:
-        from deepvm.results import write_flopp
+        from deepvm.records.results import write_flopp
 
         progress(f"wrote {write_flopp(df, written, catalog.snapshot)}")
     records = json.loads(df.to_json(orient="records", date_format="iso"))
@@ -234,7 +234,7 @@ def cmd_flopp(args: argparse.Namespace) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from deepvm.workloads import WORKLOADS, load_workloads
+    from deepvm.performance.workloads import WORKLOADS, load_workloads
 
     registry = load_workloads(args.workloads) if args.workloads else WORKLOADS
     rows: list[dict[str, Any]] = [
@@ -280,7 +280,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _refresh_spot_advisor(args: argparse.Namespace, uri: str) -> int:
-    from deepvm.prices import refresh_spot_advisor
+    from deepvm.nightly.prices import refresh_spot_advisor
 
     store = writable_store(uri)
     url = args.spot_advisor_url or ADVISOR_URL
@@ -321,7 +321,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
         return _refresh_spot_advisor(args, uri)
     if args.prices_command == "refresh":
         from deepvm.catalog.sources import get_source
-        from deepvm.prices import refresh_prices
+        from deepvm.nightly.prices import refresh_prices
 
         store = writable_store(uri)
         regions = regions_list(args.regions)
@@ -364,7 +364,7 @@ def cmd_prices(args: argparse.Namespace) -> int:
             if r.carried:
                 print(r.carried)
         return 1 if r.failed else 0
-    from deepvm.store_inputs import price_snapshot
+    from deepvm.records.inputs import price_snapshot
 
     store = Store.open(uri)
     dates = store.partitions("prices")

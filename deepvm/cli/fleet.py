@@ -1,5 +1,5 @@
-"""The fleet command: one plan for every registered job (deepvm.planner.fleet_plan);
-the adopt and finish commands: what a registered job runs on now (deepvm.running)."""
+"""The fleet command: one plan for every registered job (deepvm.planner.fleet.plan);
+the adopt and finish commands: what a registered job runs on now (deepvm.records.running)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
+from deepvm.base.errors import DeepvmError
 from deepvm.cli.common import (
     TEAM_BUDGET,
     add_inputs,
@@ -34,9 +36,7 @@ from deepvm.cli.output import (
     tflops,
 )
 from deepvm.cli.plan import check_launch_files
-from deepvm.cluster import cluster_words
-from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
-from deepvm.errors import DeepvmError
+from deepvm.model.cluster import cluster_words
 
 
 def add_parsers(sub: Any) -> None:
@@ -75,9 +75,9 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from deepvm.errors import SolverError
-    from deepvm.planner.fleet_plan import plan_fleet
-    from deepvm.scenarios import load_scenarios
+    from deepvm.base.errors import SolverError
+    from deepvm.planner.fleet.plan import plan_fleet
+    from deepvm.records.jobs import load_scenarios
 
     if args.sky_yaml is not None:
         check_output_path("--sky-yaml", args.sky_yaml, folder=True)
@@ -90,7 +90,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     inputs = planner_inputs(args, store=store)
     jobs = load_scenarios(args.scenarios, inputs.workloads)
     if store is not None:  # jobs that run (deepvm adopt) weigh moving against staying
-        from deepvm.running import with_running
+        from deepvm.records.running import with_running
 
         jobs = with_running(store, jobs)
     plan = plan_fleet(
@@ -123,7 +123,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 
 def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
-    from deepvm.planner.fleet_types import deadline_words
+    from deepvm.planner.fleet.types import deadline_words
 
     team = f"  team budget ${plan.team_budget:g}/h" if plan.team_budget is not None else ""
     header = (
@@ -187,7 +187,7 @@ def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:
 
 
 def _running_words(job: dict[str, Any]) -> str:
-    """A running job's decision (deepvm.planner.fleet_types.RunningDecision) in a
+    """A running job's decision (deepvm.planner.fleet.types.RunningDecision) in a
     word or two: ``stays``, ``moves (+44.6%)``, ``moves (over budget)``, ``stops``."""
     decision = job.get("decision")
     if decision is None:
@@ -204,12 +204,12 @@ def _running_words(job: dict[str, Any]) -> str:
 
 
 def _write_fleet_launch_files(folder: str, plan: Any, versions: dict[str, int]) -> None:
-    """Each planned job's SkyPilot tasks (deepvm.launch) in ``folder``, named after
+    """Each planned job's SkyPilot tasks (deepvm.render.launch) in ``folder``, named after
     the job; every file checked before any is written."""
     from pathlib import Path
 
-    from deepvm.launch import write_sky_yaml
     from deepvm.launcher.wheel import build_wheel
+    from deepvm.render.launch import write_sky_yaml
 
     todo = []
     for job in plan.jobs:
@@ -237,7 +237,7 @@ def _write_fleet_launch_files(folder: str, plan: Any, versions: dict[str, int]) 
 
 
 def _amount(value: float, unit: str) -> str:
-    from deepvm.quotas import UNIT_WORDS
+    from deepvm.catalog.quotas import UNIT_WORDS
 
     return f"{value:g} {UNIT_WORDS[unit]}"
 
@@ -280,7 +280,7 @@ def add_adopt_parser(sub: Any) -> None:
         description="Mark a plan in the store as the cluster JOB runs on (the store's "
         "running table): by default the job's cluster in the newest fleet plan, or with "
         "--rank N deepvm's Nth recommendation for it. The nightly then weighs moving it "
-        "against staying (deepvm.planner.migration).",
+        "against staying (deepvm.planner.fleet.migration).",
     )
     ad_.add_argument("job", help="the registered job's name (the scenarios file's name)")
     ad_.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
@@ -327,7 +327,7 @@ def add_finish_parser(sub: Any) -> None:
 
 
 def cmd_finish(args: argparse.Namespace) -> int:
-    from deepvm.running import finish
+    from deepvm.records.running import finish
 
     store = writable_store(store_location(args, required=True))
     ended = finish(store, args.job)
@@ -341,7 +341,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
-    from deepvm.running import adopt, started_time
+    from deepvm.records.running import adopt, started_time
 
     store = writable_store(store_location(args, required=True))
     if args.rank is not None and args.rank < 1:

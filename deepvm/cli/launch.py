@@ -11,6 +11,8 @@ import secrets
 import sys
 from typing import Any
 
+from deepvm.base.config import DEFAULT_TOP
+from deepvm.base.errors import InputError
 from deepvm.cli.common import (
     BUDGET,
     add_inputs,
@@ -23,9 +25,7 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import output_format
 from deepvm.cli.output import json_text, progress, table_text
-from deepvm.cluster import Cluster, cluster_words
-from deepvm.config import DEFAULT_TOP
-from deepvm.errors import InputError
+from deepvm.model.cluster import Cluster, cluster_words
 
 _NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,22}[a-z0-9])?$")
 
@@ -228,7 +228,7 @@ def _fleet_target(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The registered job's cluster in the store's newest fleet plan, checked
     against the store's newest catalog."""
     from deepvm.launcher import Target
-    from deepvm.scenarios import load_scenarios
+    from deepvm.records.jobs import load_scenarios
 
     store = writable_store(store_location(args, required=True))
     inputs = planner_inputs(args, store=store)
@@ -237,7 +237,7 @@ def _fleet_target(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise InputError(
             f"job {args.job!r} is not registered; the registered jobs: {', '.join(sorted(specs))}"
         )
-    from deepvm.results import read_nightly
+    from deepvm.records.results import read_nightly
 
     dates, tonight = read_nightly(store, "fleet")
     if not dates:
@@ -275,7 +275,7 @@ def _in_catalog(cluster: Cluster, inputs: Any, date: str) -> None:
 
 def _decision(tonight: Any, target: Any) -> dict[str, Any] | None:
     """The stay-or-move the fleet plan made for the job (with the move's costs)."""
-    from deepvm.running import moves_tonight
+    from deepvm.records.running import moves_tonight
 
     return moves_tonight(tonight).get(str(target.job))
 

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from deepvm.base.errors import DeepvmError
 from deepvm.cli.output import json_safe, table_text
-from deepvm.errors import DeepvmError
 
 FORMATS = ("table", "json", "csv")
 

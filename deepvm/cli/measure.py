@@ -7,6 +7,13 @@ import json
 import sys
 from typing import Any
 
+from deepvm.base.config import (
+    BENCH_MAX_STEPS,
+    BENCH_MIN_STEPS,
+    BENCH_TARGET_TIMED_S,
+    DEFAULT_BENCH_WARMUP,
+)
+from deepvm.base.errors import DeepvmError
 from deepvm.cli.common import (
     MAX_LOCAL_RANKS,
     MAX_STEPS,
@@ -19,13 +26,6 @@ from deepvm.cli.common import (
     writable_store,
 )
 from deepvm.cli.output import print_json, progress, table_text
-from deepvm.config import (
-    BENCH_MAX_STEPS,
-    BENCH_MIN_STEPS,
-    BENCH_TARGET_TIMED_S,
-    DEFAULT_BENCH_WARMUP,
-)
-from deepvm.errors import DeepvmError
 
 
 def add_parsers(sub: Any) -> None:
@@ -152,7 +152,7 @@ BENCH_JSON_KEYS = (
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from deepvm.bench import require_torch
-    from deepvm.workloads import WORKLOADS, get_workload
+    from deepvm.performance.workloads import WORKLOADS, get_workload
 
     names = args.workload or ["resnet50"]
     names = list(WORKLOADS) if "all" in names else names
@@ -197,7 +197,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     )
     df = benchmark_frame(results, hardware, batch_size=args.batch_size)
     if store:
-        from deepvm.results import write_benchmarks
+        from deepvm.records.results import write_benchmarks
 
         progress(f"wrote {write_benchmarks(df, store)}")
     rows = json.loads(df.to_json(orient="records", date_format="iso"))
@@ -233,7 +233,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
     from deepvm.bench import require_torch
-    from deepvm.workloads import get_workload
+    from deepvm.performance.workloads import get_workload
 
     get_workload(args.workload)
     try:
@@ -250,7 +250,7 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
     store = writable_store(args.store)
     require_torch()
     from deepvm.bench.scaling import measure_scaling, scaling_frame
-    from deepvm.fitting import SUPERLINEAR_TOLERANCE
+    from deepvm.performance.fitting import SUPERLINEAR_TOLERANCE
 
     points = measure_scaling(
         args.workload,
@@ -269,7 +269,7 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     if store:
-        from deepvm.results import write_scaling
+        from deepvm.records.results import write_scaling
 
         progress(f"wrote {write_scaling(df, store)}")
     rows = json.loads(df.to_json(orient="records", date_format="iso"))
@@ -292,9 +292,9 @@ def cmd_benchmark_scaling(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from deepvm.fitting import fit_all, fit_warnings, load_scaling
+    from deepvm.performance.fitting import fit_all, fit_warnings, load_scaling
+    from deepvm.records.inputs import store_scaling
     from deepvm.store import Store
-    from deepvm.store_inputs import store_scaling
 
     written = writable_store(args.store)
     uri = store_location(args, required=False)
@@ -313,12 +313,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for warning in fit_warnings(report.fits):
         print(f"warning: {warning}", file=sys.stderr)
     if args.plot and report.fits:
-        from deepvm.plots import plot_fits
+        from deepvm.render.plots import plot_fits
 
         for path in plot_fits(report.fits, points, args.plot):
             progress(f"wrote {path}")
     if store and report.fits:
-        from deepvm.results import write_fits
+        from deepvm.records.results import write_fits
 
         progress(f"wrote {write_fits(report.fits, store)}")
     if args.json:

@@ -1,4 +1,4 @@
-"""The nightly run without Prefect, and the backtest of following it (deepvm.backtest)."""
+"""The nightly run without Prefect, and the backtest of following it (deepvm.nightly.backtest)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from deepvm.base.config import SPOT_ADVISOR_URL
 from deepvm.cli.common import (
     PLANNING_OPTIONS,
     TEAM_BUDGET,
@@ -24,7 +25,6 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.output import json_text, print_json, progress
-from deepvm.config import SPOT_ADVISOR_URL
 
 if TYPE_CHECKING:
     from deepvm.planner.api import InputFiles
@@ -98,10 +98,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from deepvm.pipeline import nightly
-    from deepvm.report import change_report_markdown
-    from deepvm.scenarios import load_scenarios
-    from deepvm.workloads import load_workloads
+    from deepvm.nightly.stages import nightly
+    from deepvm.performance.workloads import load_workloads
+    from deepvm.records.jobs import load_scenarios
+    from deepvm.render.report import change_report_markdown
 
     registry = load_workloads(args.workloads) if args.workloads else None
     scenarios = load_scenarios(args.scenarios, registry)
@@ -201,7 +201,7 @@ def add_backtest_parser(sub: Any) -> None:
         "jobs (each planned alone, 24 h a night) and compare planning once, following every "
         "night's plan (naive), following it only where the move pays (aware), and the "
         "hindsight bound (free moves): work, cost, moves and hours lost to moves, per job "
-        "and in total (deepvm.backtest).",
+        "and in total (deepvm.nightly.backtest).",
     )
     bt.add_argument("--store", metavar="URI", help="the store (default: $DEEPVM_STORE)")
     bt.add_argument("--from", dest="date_from", type=date_text, metavar="YYYY-MM-DD")
@@ -228,8 +228,8 @@ def add_backtest_parser(sub: Any) -> None:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from deepvm.backtest import backtest, write_synthetic
-    from deepvm.scenarios import load_scenarios
+    from deepvm.nightly.backtest import backtest, write_synthetic
+    from deepvm.records.jobs import load_scenarios
     from deepvm.store import Store
 
     check_outputs(None, args.plot)
@@ -286,7 +286,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             header=header,
         )  # fmt: skip
     if args.plot:
-        from deepvm.plots import plot_backtest
+        from deepvm.render.plots import plot_backtest
 
         title = f"backtest: {len(jobs)} jobs, {result.nights[0]} .. {result.nights[-1]}"
         progress(f"wrote {plot_backtest(result.series, args.plot, title)}")

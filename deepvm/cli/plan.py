@@ -10,6 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from deepvm.base.config import (
+    DEFAULT_TOP,
+    MAX_HOURLY_COST,
+    MAX_SWEEP_BUDGETS,
+)
+from deepvm.base.errors import DeepvmError, InputError
 from deepvm.cli.common import (
     BUDGET,
     SMALL_COUNT,
@@ -26,14 +32,8 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.listing import output_format, render_listing
 from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tflops
-from deepvm.cluster import CLUSTER_FIELDS, cluster_words
-from deepvm.config import (
-    DEFAULT_TOP,
-    MAX_HOURLY_COST,
-    MAX_SWEEP_BUDGETS,
-)
-from deepvm.errors import DeepvmError, InputError
-from deepvm.provenance import figures_of, figures_words, outlier_words
+from deepvm.model.cluster import CLUSTER_FIELDS, cluster_words
+from deepvm.model.provenance import figures_of, figures_words, outlier_words
 
 
 def add_parsers(sub: Any) -> None:
@@ -139,7 +139,7 @@ def add_parsers(sub: Any) -> None:
 REC_JSON_KEYS = (
     "policy",
     "rank",
-    *CLUSTER_FIELDS,  # the cluster as deepvm.cluster.Cluster names it
+    *CLUSTER_FIELDS,  # the cluster as deepvm.model.cluster.Cluster names it
     "objective_value",
     "preemptions_per_h",
     "checkpoint_interval_s",
@@ -153,7 +153,7 @@ REC_JSON_KEYS = (
     "binding",
     "cheaper",
     "faster",
-    # where the figures are from (deepvm.provenance), and the spot price in context
+    # where the figures are from (deepvm.model.provenance), and the spot price in context
     "flops_basis",
     "flops_date",
     "overhead_basis",
@@ -188,7 +188,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         )
     written = None
     if store:
-        from deepvm.results import WHAT_IF, today_utc, write_recommendations
+        from deepvm.records.results import WHAT_IF, today_utc, write_recommendations
 
         # A what-if, dated by the prices it planned on: the store's newest, unless
         # --catalog gave others (then today).
@@ -215,7 +215,7 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
                 "checkpoint_gb": result.checkpoint_gb,
                 "prices_snapshot": result.prices_snapshot,
                 "recommendations": [{k: r[k] for k in REC_JSON_KEYS} for r in recs],
-                # where the first cluster's figures come from (deepvm.provenance)
+                # where the first cluster's figures come from (deepvm.model.provenance)
                 "inputs": (
                     {k: p.as_dict() for k, p in figures_of(recs[0]).items()} if recs else None
                 ),
@@ -260,8 +260,8 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
 def _write_launch_files(path: str, result: Any, first: dict[str, Any], versions: int) -> None:
     """The first recommendation's SkyPilot tasks, and deepvm's wheel beside them for
     the nodes; every file checked before any is written."""
-    from deepvm.launch import write_sky_yaml
     from deepvm.launcher.wheel import build_wheel
+    from deepvm.render.launch import write_sky_yaml
 
     check_launch_files(path, first, result.workload)
     title = (
@@ -279,11 +279,11 @@ def _write_launch_files(path: str, result: Any, first: dict[str, Any], versions:
 
 
 def check_launch_files(path: str, rec: dict[str, Any], workload: str, job: str = "") -> None:
-    """Every SkyPilot task file a recommendation needs (deepvm.launch), and the
+    """Every SkyPilot task file a recommendation needs (deepvm.render.launch), and the
     wheel beside them, checked before any is written: a half-written launch is half
     a cluster."""
-    from deepvm.launch import sky_tasks, task_paths
     from deepvm.launcher.wheel import wheel_name
+    from deepvm.render.launch import sky_tasks, task_paths
 
     wheel = Path(path).resolve().parent / wheel_name()
     roles = [t.role for t in sky_tasks(rec, workload=workload, name="check", wheel=wheel)]
@@ -353,11 +353,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         text = _sweep_listing(args, result)
     if args.out:
-        from deepvm.results import write_parquet_atomic
+        from deepvm.records.results import write_parquet_atomic
 
         write_parquet_atomic(result.results, args.out)
     if args.plot:
-        from deepvm.plots import plot_sweep
+        from deepvm.render.plots import plot_sweep
 
         title = f"{result.workload}, objective {result.objective}"
         progress(f"wrote {plot_sweep(result.results, args.plot, title, result.prices_snapshot)}")
@@ -404,11 +404,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     df["cluster"] = [cluster_words(r) for r in df.to_dict("records")]
     text = _compare_text(args, result, df)  # before --out and --plot: see cmd_sweep
     if args.out:
-        from deepvm.results import write_parquet_atomic
+        from deepvm.records.results import write_parquet_atomic
 
         write_parquet_atomic(df, args.out)
     if args.plot:
-        from deepvm.plots import plot_compare
+        from deepvm.render.plots import plot_compare
 
         title = (
             f"{result.workload}: {result.work_flops:.3g} FLOPs within ${result.budget:g}/h "

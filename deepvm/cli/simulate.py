@@ -6,6 +6,16 @@ import argparse
 from dataclasses import dataclass, replace
 from typing import Any
 
+from deepvm.base.config import (
+    DEFAULT_CHECKPOINT_STALL_S,
+    DEFAULT_CHECKPOINT_VERSIONS,
+    DEFAULT_RESTART_S,
+    DEFAULT_SIMULATED_WORKERS,
+    DEFAULT_WORKLOAD,
+    MAX_DEADLINE_H,
+    MAX_HOURLY_COST,
+)
+from deepvm.base.errors import DeepvmError
 from deepvm.cli.common import (
     CHECKPOINT_GB,
     MAX_NODES_CAP,
@@ -19,16 +29,6 @@ from deepvm.cli.common import (
     planner_inputs,
 )
 from deepvm.cli.output import print_json
-from deepvm.config import (
-    DEFAULT_CHECKPOINT_STALL_S,
-    DEFAULT_CHECKPOINT_VERSIONS,
-    DEFAULT_RESTART_S,
-    DEFAULT_SIMULATED_WORKERS,
-    DEFAULT_WORKLOAD,
-    MAX_DEADLINE_H,
-    MAX_HOURLY_COST,
-)
-from deepvm.errors import DeepvmError
 
 
 def add_parsers(sub: Any) -> None:
@@ -39,7 +39,7 @@ def add_parsers(sub: Any) -> None:
         help="makespan of one training run under spot preemptions",
         description="Simulate many seeded runs (exponential preemptions per spot node, work "
         "since the last checkpoint lost, a restart after each) and compare with the analytic "
-        "expected makespan (deepvm.preemption).",
+        "expected makespan (deepvm.performance.preemption).",
     )
     explicit = pre.add_argument_group("an explicit configuration")
     explicit.add_argument(
@@ -189,7 +189,7 @@ def _case_from_catalog(args: argparse.Namespace) -> _SimulatedCase:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from deepvm.preemption import cluster_rate_per_s, expected_makespan, simulate
+    from deepvm.performance.preemption import cluster_rate_per_s, expected_makespan, simulate
 
     if args.instance_type is not None:
         if args.n_spot is not None or args.interruption_rate is not None:

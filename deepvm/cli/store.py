@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from deepvm.base.config import DEFAULT_RETAIN_HOURS
+from deepvm.base.errors import DeepvmError, ParameterError
+from deepvm.base.names import check_date
 from deepvm.cli.common import add_store_timeout, store_location
 from deepvm.cli.output import print_json, progress
-from deepvm.config import DEFAULT_RETAIN_HOURS
-from deepvm.errors import DeepvmError, ParameterError
-from deepvm.names import check_date
 
 
 def add_parsers(sub: Any) -> None:
@@ -217,7 +217,7 @@ def _store_migrate(store: Any, args: argparse.Namespace) -> int:
 
 
 def _known_table(table: str, *, commits: bool) -> None:
-    from deepvm.schemas import COMMITS, TABLES
+    from deepvm.model.schemas import COMMITS, TABLES
 
     names = [*([COMMITS] if commits else []), *TABLES]
     if table not in names:
@@ -225,13 +225,13 @@ def _known_table(table: str, *, commits: bool) -> None:
 
 
 def _store_schema(args: argparse.Namespace) -> int:
-    from deepvm.columns import contract, contract_markdown, contracts
+    from deepvm.model.columns import contract, contract_markdown, contracts
 
     if args.table:
         _known_table(args.table, commits=True)
     tables = [contract(args.table)] if args.table else contracts()
     if args.format == "json":
-        from deepvm.schemas import SCHEMA_VERSION
+        from deepvm.model.schemas import SCHEMA_VERSION
 
         print_json({"schema_version": SCHEMA_VERSION, "tables": [t.as_dict() for t in tables]})
     else:
@@ -240,7 +240,7 @@ def _store_schema(args: argparse.Namespace) -> int:
 
 
 def _store_sql(args: argparse.Namespace) -> int:
-    from deepvm.schemas import TABLES
+    from deepvm.model.schemas import TABLES
     from deepvm.store.location import locate
     from deepvm.store.sql import current_night_sql, delta_source, history_sql, whole_rows_sql
 
@@ -269,7 +269,7 @@ def _store_sql(args: argparse.Namespace) -> int:
 
 
 def _store_export(store: Any, args: argparse.Namespace) -> int:
-    from deepvm.schemas import TABLES
+    from deepvm.model.schemas import TABLES
     from deepvm.store.export import export_table
 
     _known_table(args.table, commits=False)

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from deepvm.errors import InputError, LaunchError
+from deepvm.base.errors import InputError, LaunchError
 
 __all__ = ["Tools", "ZoneAnswer"]
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepvm.config import DEFAULT_HOME, ENV_HOME
-from deepvm.errors import InputError
+from deepvm.base.config import DEFAULT_HOME, ENV_HOME
+from deepvm.base.errors import InputError
 
 __all__ = ["ClusterRecord", "Manifest", "home", "known_launches", "launch_folder", "read"]
 
@@ -47,7 +47,7 @@ class Manifest:
     source: str  # where the cluster came from: "recommend --budget 10, deepvm #1", a fleet plan
     job: str | None
     workload: str
-    cluster: dict[str, Any]  # the recommendation's fields (deepvm.cluster.Cluster and more)
+    cluster: dict[str, Any]  # the recommendation's fields (deepvm.model.cluster.Cluster and more)
     hourly_cost: float
     zone: str | None  # the zone name the launch pinned (None: region-wide or per-region prices)
     wheel: str

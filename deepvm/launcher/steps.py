@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from deepvm import __version__
+from deepvm.base.errors import DeepvmError, InputError, LaunchError
 from deepvm.checkpoint.protocol import ENV_TIERS, ENV_TOKEN, auth_headers
-from deepvm.cluster import cluster_words
-from deepvm.errors import DeepvmError, InputError, LaunchError
-from deepvm.launch import Task, render, sky_tasks
 from deepvm.launcher.commands import Tools
 from deepvm.launcher.manifest import ClusterRecord, Manifest, launch_folder, read
 from deepvm.launcher.wheel import build_wheel, wheel_name
+from deepvm.model.cluster import cluster_words
+from deepvm.render.launch import Task, render, sky_tasks
 
 __all__ = ["LaunchOptions", "Target", "down", "launch", "restart"]
 
@@ -168,7 +168,7 @@ def launch(
     _save(manifest, options)
     echo(f"step 7: {name} is up" + (" (dry run: nothing ran)" if options.dry_run else ""))
     if store is not None and target.job and not options.dry_run:
-        from deepvm.running import adopt
+        from deepvm.records.running import adopt
 
         adopted = adopt(
             store, target.job, date=target.plan_date, started_at=dt.datetime.now(dt.UTC)

@@ -21,8 +21,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from deepvm.errors import DeepvmError
-from deepvm.output_files import atomic_output
+from deepvm.base.errors import DeepvmError
+from deepvm.base.output_files import atomic_output
 
 __all__ = ["build_wheel", "wheel_name"]
 
@@ -88,7 +88,7 @@ def _package_files() -> Iterator[tuple[str, bytes]]:
             if package == "deepvm" and relative.parts[0] == "_datasets":
                 continue  # added below, from wherever the data lives
             yield f"{package}/{relative.as_posix()}", path.read_bytes()
-    from deepvm._datasets import dataset_path
+    from deepvm.base.datasets import dataset_path
 
     data = dataset_path("catalog-aws.csv").parent  # the installed or checked-out data
     for path, relative in _files(data):

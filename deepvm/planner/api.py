@@ -8,10 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
-from deepvm.catalog.common import in_cloud, with_spot_price
-from deepvm.cluster import CLUSTER_FIELDS
-from deepvm.config import (
+from deepvm.base.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
     DEFAULT_RESTART_S,
     JOB_OPTIONS,
@@ -21,8 +18,13 @@ from deepvm.config import (
     Objective,
     Policy,
 )
-from deepvm.errors import InfeasibleError, InputError, ParameterError
-from deepvm.flopp import (
+from deepvm.base.errors import InfeasibleError, InputError, ParameterError
+from deepvm.base.tables import Table
+from deepvm.catalog import Catalog, load_catalog, load_interruptions, with_interruptions
+from deepvm.catalog.common import in_cloud, with_spot_price
+from deepvm.catalog.quotas import Quotas, load_quotas
+from deepvm.model.cluster import CLUSTER_FIELDS
+from deepvm.performance.flopp import (
     MeasurementUse,
     Published,
     load_throughput,
@@ -30,12 +32,13 @@ from deepvm.flopp import (
     merge_measurements,
     shipped_published,
 )
-from deepvm.overhead import (
+from deepvm.performance.overhead import (
     SaturationModel,
     load_overhead_table,
     load_saturation,
     shipped_overhead_table,
 )
+from deepvm.performance.workloads import WORKLOADS, Workload, load_workloads
 from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
@@ -53,9 +56,6 @@ from deepvm.planner.policies import (
     check_policies,
     infeasible_budget_error,
 )
-from deepvm.quotas import Quotas, load_quotas
-from deepvm.tables import Table
-from deepvm.workloads import WORKLOADS, Workload, load_workloads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,7 +84,7 @@ class InputFiles(TypedDict, total=False):
 class StoredInputs:
     """What a store adds to the input files: its newest prices as a catalog, its
     latest benchmarks as throughput rows, its selected overhead fits. Read above
-    the planner (deepvm.store_inputs); the planner never opens a store."""
+    the planner (deepvm.records.inputs); the planner never opens a store."""
 
     catalog: Catalog | None = None
     measured: Table | None = None
@@ -109,7 +109,7 @@ class Inputs:
     @classmethod
     def load(cls, *, stored: StoredInputs | None = None, **files: Unpack[InputFiles]) -> Inputs:
         """Read the input files (None: the shipped data) and join what a store
-        holds (``stored``, read by :func:`deepvm.store_inputs.load_inputs`).
+        holds (``stored``, read by :func:`deepvm.records.inputs.load_inputs`).
         Precedence: a catalog file, else the store's prices, else the shipped
         snapshot; user overhead rows, then the store's fits, then the shipped
         defaults; ``throughput`` rows over the store's benchmarks.

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepvm.cluster import Cluster
-from deepvm.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
-from deepvm.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
+from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
+from deepvm.base.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
+from deepvm.model.cluster import Cluster
 from deepvm.planner import architectures as arch
 from deepvm.planner.offers import FloatArray, IntArray, Offers
 
@@ -34,7 +34,7 @@ BUDGET_RTOL = 1e-9
 @dataclass(frozen=True)
 class CheckpointNeeds:
     """What a job's checkpoints need of a cluster: their size C (GB) and the number
-    of versions k the remote tier holds (the planner's part of deepvm.config.JobSpec)."""
+    of versions k the remote tier holds (the planner's part of deepvm.base.config.JobSpec)."""
 
     workload: str
     checkpoint_gb: float
@@ -101,7 +101,7 @@ def cluster_of(offers: Offers, config: Config) -> Cluster:
 
 
 def cluster_words(offers: Offers, config: Config) -> str:
-    """A configuration for messages, in deepvm.cluster.Cluster's words, e.g.
+    """A configuration for messages, in deepvm.model.cluster.Cluster's words, e.g.
     ``tiering: 17 x g4dn.xlarge spot + 1 x c5.xlarge`` (its region where the
     offers span several)."""
     cluster = cluster_of(offers, config)

@@ -24,6 +24,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from deepvm.catalog.quotas import NodeQuota
+from deepvm.catalog.quotas import QuotaKey as QuotaKey
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import (
     Candidates,
@@ -33,8 +35,6 @@ from deepvm.planner.candidates import (
     within_budget,
 )
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
-from deepvm.quotas import NodeQuota
-from deepvm.quotas import QuotaKey as QuotaKey
 
 
 def remote_nodes_needed(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from deepvm.catalog.quotas import NodeQuota
 from deepvm.planner.candidates import (
     BUDGET_RTOL,
     DEFAULT_MAX_NODES,
@@ -22,7 +23,6 @@ from deepvm.planner.candidates import (
 )
 from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
-from deepvm.quotas import NodeQuota
 
 
 def enumerate_feasible(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from deepvm.cluster import Cluster
+from deepvm.model.cluster import Cluster
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost, throughput
 from deepvm.planner.constraints import violations
 

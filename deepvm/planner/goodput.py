@@ -30,7 +30,7 @@ First-order model (``deepvm simulate preemption`` checks it by Monte Carlo):
   cost = makespan x hourly cost.
 
 The model is first order: it is accurate while lambda (tau + delta) is small
-and restarts are short next to 1 / lambda (see deepvm.preemption).
+and restarts are short next to 1 / lambda (see deepvm.performance.preemption).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deepvm.performance.preemption import DEFAULT_INTERRUPTION_RATE, efficiency
 from deepvm.planner.architectures import REGISTRY, Checkpoints, code
 from deepvm.planner.candidates import CheckpointNeeds, Config
 from deepvm.planner.offers import FloatArray, Offers
-from deepvm.preemption import DEFAULT_INTERRUPTION_RATE, efficiency
 
 HOURS_PER_MONTH = 730.0
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from deepvm.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
-from deepvm.config import OBJECTIVES as OBJECTIVES
-from deepvm.config import Objective
-from deepvm.errors import InputError
-from deepvm.flopp import SECONDS_PER_HOUR
+from deepvm.base.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
+from deepvm.base.config import OBJECTIVES as OBJECTIVES
+from deepvm.base.config import Objective
+from deepvm.base.errors import InputError
+from deepvm.performance.flopp import SECONDS_PER_HOUR
 from deepvm.planner.architectures import REGISTRY, architecture
 from deepvm.planner.candidates import Candidates, Config, throughput
 from deepvm.planner.offers import FloatArray, Offers

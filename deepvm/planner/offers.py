@@ -1,7 +1,7 @@
 """The offers: what the instance types on sale offer one workload, as arrays
 (prices, vCPUs, network, the quotas a node counts against, throughput, speedup
 model), one entry per (region, instance type): docs/ARCHITECTURE.md, "Inputs".
-("Fleet" is the team's registered jobs, deepvm.planner.fleet_plan; these are one
+("Fleet" is the team's registered jobs, deepvm.planner.fleet.plan; these are one
 job's offers.)"""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from deepvm.base.errors import InputError, UnknownWorkloadError
+from deepvm.base.tables import Table, as_table
 from deepvm.catalog import Catalog
 from deepvm.catalog.common import spot_outliers, spot_saving_pct
-from deepvm.errors import InputError, UnknownWorkloadError
-from deepvm.flopp import Published, node_throughput
-from deepvm.overhead import SaturationModel, SpeedupModel, resolve_models
-from deepvm.quotas import NodeQuota, QuotaKey, Quotas
-from deepvm.tables import Table, as_table
-from deepvm.workloads import WORKLOADS, Workload
+from deepvm.catalog.quotas import NodeQuota, QuotaKey, Quotas
+from deepvm.performance.flopp import Published, node_throughput
+from deepvm.performance.overhead import SaturationModel, SpeedupModel, resolve_models
+from deepvm.performance.workloads import WORKLOADS, Workload
 
 GIB_TO_GB = 1.073741824
-# What a spot type without a published rate is planned as (deepvm.preemption).
+# What a spot type without a published rate is planned as (deepvm.performance.preemption).
 DEFAULT_INTERRUPTION_BUCKET = ">20%"
 # Remote nodes may fill this fraction of their memory with checkpoints ("Architectures").
 REMOTE_MEMORY_FRACTION = 0.8
@@ -44,7 +44,7 @@ class Offers:
     gpu_ondemand: FloatArray
     gpu_vcpus: FloatArray
     gpu_gbps: FloatArray
-    # What one node takes of each quota it counts against (deepvm.quotas), per
+    # What one node takes of each quota it counts against (deepvm.catalog.quotas), per
     # type: GPU types per market, CPU types on demand (the remote tier's market).
     gpu_quota_spot: tuple[tuple[NodeQuota, ...], ...]
     gpu_quota_on_demand: tuple[tuple[NodeQuota, ...], ...]
@@ -74,7 +74,7 @@ class Offers:
     # GPU rows left out, and why (their accelerators cannot hold the workload).
     left_out: tuple[dict[str, str], ...] = ()
     # Where each F_i is from, and the GPU types' catalog rows (prices' and
-    # interruption buckets' provenance, the regional spot saving): deepvm.provenance.
+    # interruption buckets' provenance, the regional spot saving): deepvm.model.provenance.
     gpu_flops_basis: tuple[str, ...] = ()
     gpu_flops_date: tuple[str | None, ...] = ()
     gpu_rows: Table | None = None
@@ -118,7 +118,7 @@ class Offers:
             dtype=bool,
         )
         if not gpu_keep.any():
-            from deepvm.errors import ParameterError
+            from deepvm.base.errors import ParameterError
 
             where = ", ".join([*clouds, *regions])
             raise ParameterError(
@@ -197,7 +197,7 @@ class Offers:
         return table
 
     def inputs_of(self, i: int, *, spot: bool) -> dict[str, Any]:
-        """Where GPU type i's figures are from (deepvm.provenance), as the
+        """Where GPU type i's figures are from (deepvm.model.provenance), as the
         Recommendation fields of that name: its throughput's and speedup model's
         basis and date, its price's source and date, and, for a cluster with spot
         nodes, its interruption bucket's source and the zone's and the region's

@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.cluster import CLUSTER_FIELDS, Cluster
-from deepvm.config import POLICIES as POLICIES
-from deepvm.config import Objective, Policy
-from deepvm.errors import (
+from deepvm.base.config import POLICIES as POLICIES
+from deepvm.base.config import Objective, Policy
+from deepvm.base.errors import (
     InfeasibleError,
     InputError,
     InternalError,
     ParameterError,
 )
+from deepvm.model.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
@@ -73,7 +73,7 @@ BASELINE_SOLVER = "rule"
 @dataclass(frozen=True)
 class Recommendation(Cluster):
     """One ranked cluster of one policy, with everything needed to act on it: the
-    cluster (deepvm.cluster.Cluster's fields) and what the planner knows of it."""
+    cluster (deepvm.model.cluster.Cluster's fields) and what the planner knows of it."""
 
     policy: str
     rank: int
@@ -96,7 +96,7 @@ class Recommendation(Cluster):
     binding: str | None = None
     cheaper: Alternative | None = None
     faster: Alternative | None = None
-    # Where the figures behind it are from (deepvm.provenance; Offers.inputs_of):
+    # Where the figures behind it are from (deepvm.model.provenance; Offers.inputs_of):
     # flops_source/overhead_source say what kind, these from what and of what date.
     flops_basis: str = ""
     flops_date: str | None = None

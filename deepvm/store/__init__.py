@@ -2,7 +2,7 @@
 folder or under an object-store prefix, and the commits table that makes a night
 whole for every reader.
 
-The tables' columns are ``deepvm.schemas``, below the catalog. The modules,
+The tables' columns are ``deepvm.model.schemas``, below the catalog. The modules,
 bottom up: ``location`` (URIs, storage options), ``delta`` (calls into delta-rs),
 ``commit`` (the commit protocol), ``legacy`` (deepvm's earlier Parquet layout,
 found and read), ``core`` (the Store: transactions, writes, reads),
@@ -17,22 +17,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from deepvm.config import DEFAULT_STORE as DEFAULT_STORE
-from deepvm.config import ENV_STORE as ENV_STORE
-from deepvm.names import check_date as check_date
+from deepvm.base.config import DEFAULT_STORE as DEFAULT_STORE
+from deepvm.base.config import ENV_STORE as ENV_STORE
+from deepvm.base.names import check_date as check_date
 
 if TYPE_CHECKING:
-    from deepvm.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
+    from deepvm.model.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
     from deepvm.store.core import Store, StoreLike
     from deepvm.store.location import store_uri
     from deepvm.store.maintenance import CompactReport, StoreCheck, check_store
     from deepvm.store.migrate import MigrateReport, migrate_store
 
 _LAZY = {
-    "SCHEMA_VERSION": "deepvm.schemas",
-    "TABLES": "deepvm.schemas",
-    "describe_tables": "deepvm.schemas",
-    "month_column": "deepvm.schemas",
+    "SCHEMA_VERSION": "deepvm.model.schemas",
+    "TABLES": "deepvm.model.schemas",
+    "describe_tables": "deepvm.model.schemas",
+    "month_column": "deepvm.model.schemas",
     "Store": "deepvm.store.core",
     "StoreLike": "deepvm.store.core",
     "store_uri": "deepvm.store.location",

@@ -23,8 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deepvm.errors import StoreError
-from deepvm.schemas import (
+from deepvm.base.errors import StoreError
+from deepvm.model.schemas import (
     COMMIT_ID,
     COMMITS,
     COMMITS_SCHEMA,

@@ -30,9 +30,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deepvm.errors import StoreError
-from deepvm.names import MAX_NAME_LENGTH, check_date, check_name
-from deepvm.schemas import (
+from deepvm.base.errors import StoreError
+from deepvm.base.names import MAX_NAME_LENGTH, check_date, check_name
+from deepvm.model.schemas import (
     COMMIT_ID,
     COMMITS,
     COMMITS_SCHEMA,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 
-from deepvm.errors import StoreError
-from deepvm.schemas import COMMIT_ID, COMMITS, SCHEMA_PROPERTY, SCHEMA_VERSION, TABLES, WRITER
+from deepvm.base.errors import StoreError
+from deepvm.model.schemas import COMMIT_ID, COMMITS, SCHEMA_PROPERTY, SCHEMA_VERSION, TABLES, WRITER
 from deepvm.store.location import Location
 
 if TYPE_CHECKING:

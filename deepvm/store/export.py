@@ -12,10 +12,10 @@ from typing import Literal
 
 import pyarrow as pa
 
-from deepvm.errors import ParameterError
-from deepvm.names import check_date
-from deepvm.output_files import atomic_output
-from deepvm.schemas import TABLES
+from deepvm.base.errors import ParameterError
+from deepvm.base.names import check_date
+from deepvm.base.output_files import atomic_output
+from deepvm.model.schemas import TABLES
 from deepvm.store.core import Store
 
 __all__ = ["FORMATS", "ExportReport", "export_table"]

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from deepvm.errors import StoreError
-from deepvm.schemas import TABLES, month_column
+from deepvm.base.errors import StoreError
+from deepvm.model.schemas import TABLES, month_column
 from deepvm.store.location import Location
 
 __all__ = [

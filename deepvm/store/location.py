@@ -18,8 +18,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepvm.config import DEFAULT_STORE, ENV_STORE
-from deepvm.errors import StoreError
+from deepvm.base.config import DEFAULT_STORE, ENV_STORE
+from deepvm.base.errors import StoreError
 
 ENV_TIMEOUT = "DEEPVM_STORE_TIMEOUT"  # seconds for any one store operation, retries included
 DEFAULT_TIMEOUT_S = 60.0

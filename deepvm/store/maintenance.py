@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 
-from deepvm.config import DEFAULT_RETAIN_HOURS
-from deepvm.errors import ParameterError, StoreError
-from deepvm.names import check_date
-from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
+from deepvm.base.config import DEFAULT_RETAIN_HOURS
+from deepvm.base.errors import ParameterError, StoreError
+from deepvm.base.names import check_date
+from deepvm.model.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
 from deepvm.store import delta
 from deepvm.store.commit import (
     COMMIT_KEY,
@@ -371,7 +371,7 @@ def check_store(store: Store) -> StoreCheck:
             continue
         expected = COMMITS_SCHEMA if table == COMMITS else None
         if expected is None:
-            from deepvm.schemas import table_schema
+            from deepvm.model.schemas import table_schema
 
             expected = table_schema(table)
         have = pa.schema(found.schema().to_arrow())

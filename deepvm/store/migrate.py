@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from deepvm.schemas import TABLES
+from deepvm.model.schemas import TABLES
 from deepvm.store.core import Store
 from deepvm.store.legacy import (
     STAGING,

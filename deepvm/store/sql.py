@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from deepvm.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, table_schema
+from deepvm.model.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, table_schema
 
 __all__ = [
     "DIALECTS",

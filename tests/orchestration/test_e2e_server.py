@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
-from deepvm.scenarios import load_scenarios
+from deepvm.records.jobs import load_scenarios
 from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.

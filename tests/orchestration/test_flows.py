@@ -36,7 +36,7 @@ class FlakySource:
 def flaky(monkeypatch):
     FlakySource.calls, FlakySource.failures = 0, 99
     monkeypatch.setitem(sources.EXTRA_SOURCES, "flaky", FlakySource)
-    monkeypatch.setattr("deepvm.prices.DEFAULT_BACKOFF_S", 0.01)
+    monkeypatch.setattr("deepvm.nightly.prices.DEFAULT_BACKOFF_S", 0.01)
     return FlakySource
 
 
@@ -146,7 +146,7 @@ def test_nightly_twice_same_date_no_duplicates(tmp_path):
 def test_fit_overhead_flow(tmp_path):
     import pandas as pd
 
-    from deepvm.overhead import SpeedupModel
+    from deepvm.performance.overhead import SpeedupModel
     from deepvm.store import Store
 
     nodes = [1, 2, 4, 8]
@@ -171,7 +171,7 @@ def test_fit_overhead_flow(tmp_path):
 def test_forms_offer_choices_and_describe_every_field():
     from prefect.utilities.callables import parameter_schema
 
-    from deepvm.workloads import WORKLOADS
+    from deepvm.performance.workloads import WORKLOADS
 
     schema = parameter_schema(f.recommend).model_dump_for_openapi()
     props, defs = schema["properties"], schema["definitions"]
@@ -281,7 +281,7 @@ def test_a_fleet_run_from_the_ui_is_a_what_if_beside_the_night(tmp_path):
     """Regression (issue 35): the fleet deployment run with another team budget
     replaced that date's nightly plan, and the next night's "what moved" compared
     against the what-if."""
-    from deepvm.pipeline import change_report
+    from deepvm.nightly.stages import change_report
     from deepvm.store import Store
 
     store = str(tmp_path)
@@ -334,9 +334,9 @@ def test_the_skypilot_source_without_its_file_names_the_form_field(tmp_path):
 
 
 def test_the_nightly_flow_runs_pipeline_nightly_with_each_stage_a_task(tmp_path, monkeypatch):
-    """One nightly: the flow is deepvm.pipeline.nightly with a stage runner, so the
+    """One nightly: the flow is deepvm.nightly.stages.nightly with a stage runner, so the
     flow and the CLI run the same sequence."""
-    from deepvm import pipeline
+    from deepvm.nightly import stages as pipeline
 
     ran: list[str] = []
     real = f._as_task

@@ -1,0 +1,302 @@
+"""One job's candidates for the fleet plan (docs/ARCHITECTURE.md, "For the
+fleet"): every cluster within the job's budget that the ``deepvm`` policy may
+pick, Tiering with every remote type that can host it, less the clusters another
+one dominates (no worse objective, no dearer, no more vCPUs in any quota).
+Pruning only the dominated keeps the fleet plan exact: a dominated cluster can be
+swapped for its dominator in any plan without breaking a constraint or losing
+value."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from deepvm.base.config import Objective, Policy
+from deepvm.planner import architectures as arch
+from deepvm.planner.candidates import TIERING, Config
+from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
+from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
+from deepvm.planner.fleet.types import RegisteredJob
+from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
+from deepvm.planner.policies import Planner
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One job's undominated clusters within its budget: per row its cluster,
+    score (higher is better), hourly cost and vCPUs per quota key."""
+
+    configs: list[Config]
+    score: FloatArray
+    cost: FloatArray
+    usage: FloatArray  # rows x len(keys)
+    keys: list[QuotaKey]
+    considered: int  # rows before pruning
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def take(self, rows: np.ndarray) -> JobOptions:
+        return JobOptions(
+            [self.configs[r] for r in rows],
+            self.score[rows],
+            self.cost[rows],
+            self.usage[rows],
+            self.keys,
+            self.considered,
+        )
+
+
+@dataclass(frozen=True)
+class PlannerRows:
+    """Every cluster of one planner within its budget cap (see job_options), as
+    arrays: candidate, remote type (-1: none) and count, hourly cost, score, and
+    vCPUs per quota key (``keys``, the usage matrix's columns)."""
+
+    candidate: np.ndarray
+    remote: np.ndarray
+    count: np.ndarray
+    cost: FloatArray
+    score: FloatArray
+    usage: FloatArray
+    keys: list[QuotaKey]
+
+
+def planner_rows(planner: Planner) -> PlannerRows:
+    """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
+    offers, c = planner.offers, planner.candidates
+    scores, allowed = planner.policy_scores(Policy.DEEPVM)
+    live = np.flatnonzero(allowed & np.isfinite(scores) & np.isfinite(planner.least_cost))
+    worker_cost = np.nan_to_num(c.cost(offers), nan=np.inf)
+    tier = c.architecture[live] == arch.code(TIERING)
+    plain = live[~tier]
+    cand, remote, count, cost = (
+        [plain],
+        [np.full(len(plain), -1)],
+        [np.zeros(len(plain))],
+        [worker_cost[plain]],
+    )
+    tiered = live[tier]
+    if tiered.size and len(offers.cpu_types):
+        k, j, m, total = _remote_options(planner, tiered, worker_cost, math.inf)
+        cand.append(k)
+        remote.append(j)
+        count.append(m)
+        cost.append(total)
+    k_all = np.concatenate(cand).astype(np.int64)
+    j_all = np.concatenate(remote).astype(np.int64)
+    m_all = np.concatenate(count).astype(np.int64)
+    cost_all = np.concatenate(cost)
+    if planner.objective == Objective.COST:  # minus expected total cost: makespan x hourly cost
+        makespan = -scores[k_all] / planner.least_cost[k_all]
+        score_all = -makespan * cost_all
+    else:
+        score_all = scores[k_all]
+    usage, keys = usage_matrix(
+        offers, c.architecture[k_all], c.worker[k_all], c.n[k_all], j_all, m_all
+    )
+    return PlannerRows(k_all, j_all, m_all, cost_all, score_all, usage, keys)
+
+
+def job_options(
+    planner: Planner, budget: float, every: PlannerRows | None = None, *, prune: bool = True
+) -> JobOptions:
+    """Every cluster the ``deepvm`` policy may pick within ``budget``, Tiering with
+    each remote type that can host it, less the dominated ones. ``every``: the
+    planner's rows (planner_rows), when jobs of one spec share them."""
+    every = every if every is not None else planner_rows(planner)
+    within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
+    points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
+    # A running job's candidates are valued net of moving (fleet_running): a cluster
+    # dominated on its score may be worth more than its dominator after the move.
+    kept = within[undominated(points)] if prune else within
+    c = planner.candidates
+    configs = [
+        Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))
+        if j < 0
+        else Config(TIERING, int(c.worker[k]), int(c.n[k]), int(j), int(m))
+        for k, j, m in zip(
+            every.candidate[kept], every.remote[kept], every.count[kept], strict=True
+        )
+    ]
+    return JobOptions(
+        configs,
+        every.score[kept],
+        every.cost[kept],
+        every.usage[kept],
+        every.keys,
+        len(within),
+    )
+
+
+def _remote_options(
+    planner: Planner, tiered: np.ndarray, worker_cost: FloatArray, limit: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, FloatArray]:
+    """Per Tiering candidate, every remote type of its region that can host it
+    within the budget (its least node count), less those another type of the same
+    quota group beats on both cost and vCPUs."""
+    offers, c, job = planner.offers, planner.candidates, planner.job
+    i, n = c.worker[tiered], c.n[tiered].astype(float)
+    upper = remote_upper_bounds(offers, limit)
+    cpu_nsat = offers.saturation(offers.cpu_gbps).astype(float)
+    gpu_nsat0 = offers.saturation(offers.gpu_gbps).astype(float)
+    gpu_nsat = gpu_nsat0[i]
+    usable = REMOTE_MEMORY_FRACTION * offers.cpu_memory_gb
+    m = remote_nodes_needed(
+        n[:, None], gpu_nsat[:, None], cpu_nsat[None, :], usable[None, :],
+        job.remote_memory_needed_gb,
+    )  # fmt: skip
+    regions = {r: k for k, r in enumerate(sorted({*offers.gpu_region, *offers.cpu_region}))}
+    gpu_region = np.array([regions.get(offers.gpu_region_of(w), -1) for w in range(len(gpu_nsat0))])
+    cpu_region = np.array([regions.get(offers.cpu_region_of(j), -1) for j in range(len(usable))])
+    total = worker_cost[tiered][:, None] + m * offers.cpu_ondemand[None, :]
+    ok = (gpu_region[i][:, None] == cpu_region[None, :]) & (m <= upper[None, :]) & (total <= limit)
+    # Whether another remote type of the same quota group and region is no dearer and
+    # needs no more vCPUs (and is better in one, or comes first) depends on the row
+    # only through (n, N_sat(b_i)): decided once per distinct pair.
+    pairs, row_pair = np.unique(np.column_stack([n, gpu_nsat]), axis=0, return_inverse=True)
+    mk = remote_nodes_needed(
+        pairs[:, :1], pairs[:, 1:], cpu_nsat[None, :], usable[None, :],
+        job.remote_memory_needed_gb,
+    )  # fmt: skip
+    cost_k, vcpus_k = mk * offers.cpu_ondemand[None, :], mk * offers.cpu_vcpus[None, :]
+    # Rivals count against the same quotas (keys), all in vCPUs for CPU types.
+    ids: dict[tuple[object, ...], int] = {}  # an id per distinct set of keys (no hash clash)
+    groups = np.array(
+        [
+            ids.setdefault(tuple(u.key for u in offers.cpu_quota_uses(j)), len(ids))
+            for j in range(len(usable))
+        ]
+    )
+    order = np.arange(len(usable))
+    rivals = (groups[:, None] == groups[None, :]) & (cpu_region[:, None] == cpu_region[None, :])
+    rivals &= order[:, None] != order[None, :]  # [other, j]
+    no_worse = (mk <= upper[None, :])[:, :, None] & (cost_k[:, :, None] <= cost_k[:, None, :])
+    no_worse &= vcpus_k[:, :, None] <= vcpus_k[:, None, :]
+    better = (cost_k[:, :, None] < cost_k[:, None, :]) | (vcpus_k[:, :, None] < vcpus_k[:, None, :])
+    better |= (order[:, None] < order[None, :])[None, :, :]
+    beaten = (no_worse & better & rivals[None, :, :]).any(axis=1)[row_pair.ravel()]
+    rows, cols = np.nonzero(ok & ~beaten)
+    return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
+
+
+def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np.ndarray:
+    """Indices (ascending) of the rows no other row dominates, every column to be
+    minimised; of identical rows the first is kept. With ``margin``, a row dominates
+    only where it is better by more than ``margin`` in column 0 and no worse in the
+    others.
+
+    In a column whose values are all >= 0 (quota use), a row can only be dominated
+    by one that is zero wherever it is zero. Such columns fall into groups that no
+    row spans (a cluster's quota keys all lie in its region), and rows are compared
+    only with the rows of their own group (and those using none), on that group's
+    columns: a fraction of one comparison of every pair on every column
+    (benchmarks/fleet.py)."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=np.int64)
+    sparse = np.flatnonzero((points >= 0).all(axis=0) & (points == 0).any(axis=0))
+    sparse = sparse[sparse > 0]  # column 0 carries the margin: always compared
+    if sparse.size == 0:
+        return _pareto(points, chunk, margin)
+    dense = np.setdiff1d(np.arange(points.shape[1]), sparse)
+    support = points[:, sparse] > 0
+    part = _column_groups(support)
+    # Each row's group: that of its non-zero columns (all one group); -1 for none.
+    row_part = np.where(support.any(axis=1), part[support.argmax(axis=1)], -1)
+    empty = np.flatnonzero(row_part < 0)
+    kept = [empty[_pareto(points[np.ix_(empty, dense)], chunk, margin)]] if empty.size else []
+    for g in np.unique(row_part[row_part >= 0]):
+        rows = np.flatnonzero((row_part == g) | (row_part < 0))  # ascending: ties keep the first
+        columns = np.concatenate([dense, sparse[part == g]])
+        survivors = rows[_pareto(points[np.ix_(rows, columns)], chunk, margin)]
+        kept.append(survivors[row_part[survivors] == g])
+    return np.sort(np.concatenate(kept))
+
+
+def _column_groups(support: np.ndarray) -> np.ndarray:
+    """Per column, a label shared by the columns that some row joins (connected
+    components of the columns, a row linking its non-zero ones): a union-find over
+    the few distinct (first column, column) pairs."""
+    rows, cols = np.nonzero(support)
+    first = support.argmax(axis=1)
+    parent = list(range(support.shape[1]))
+
+    def root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    width = support.shape[1]
+    for pair in np.unique(first[rows] * width + cols):
+        parent[root(int(pair) // width)] = root(int(pair) % width)
+    return np.array([root(c) for c in range(support.shape[1])], dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _earlier(size: int) -> np.ndarray:
+    """earlier[a, b]: a comes before b (read only: shared between calls)."""
+    out = np.triu(np.ones((size, size), dtype=bool), k=1)
+    out.flags.writeable = False
+    return out
+
+
+def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
+    """undominated's comparison of every pair: rows are taken best first, so a
+    dominator always comes before what it dominates, and each block is checked
+    against the kept rows and itself."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=np.int64)
+    rest = points[:, 2:].sum(axis=1) if points.shape[1] > 2 else np.zeros(len(points))
+    second = points[:, 1] if points.shape[1] > 1 else np.zeros(len(points))
+    order = np.lexsort((np.arange(len(points)), rest, second, points[:, 0]))
+    ranked = points[order]
+    kept: list[np.ndarray] = []
+    frontier = np.zeros((0, points.shape[1]))
+    earlier_all = _earlier(min(chunk, len(points)))  # a before b
+
+    def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
+        """beats[i, k]: row a[i] dominates row b[k]."""
+        out = a[:, None, 0] <= b[None, :, 0] - margin
+        for col in range(1, a.shape[1]):  # column by column: no 3-d temporary
+            if not out.any():
+                break
+            out &= a[:, None, col] <= b[None, :, col]
+        return out
+
+    for start in range(0, len(ranked), chunk):
+        block = ranked[start : start + chunk]
+        beaten = beats(frontier, block).any(axis=0) if len(frontier) else np.zeros(len(block), bool)
+        earlier = earlier_all[: len(block), : len(block)]
+        beaten |= (beats(block, block) & earlier).any(axis=0)
+        frontier = np.vstack([frontier, block[~beaten]])
+        kept.append(order[start : start + chunk][~beaten])
+    return np.sort(np.concatenate(kept))
+
+
+@dataclass
+class JobState:
+    """Working state of one job while the fleet is planned."""
+
+    job: RegisteredJob
+    planner: Planner | None = None
+    solo: Config | None = None
+    solo_score: float = math.nan
+    options: JobOptions | None = None
+    note: str | None = None
+    # A running job (deepvm.planner.fleet.running): its cluster tonight, each
+    # candidate's value net of moving to it, and the program's weights.
+    current: Config | None = None
+    net_values: dict[Config, float] | None = None
+    net_weights: dict[Config, float] | None = None
+
+    def weights(self, value: FloatArray) -> FloatArray:
+        """The program's weight of each candidate: priority x its value (``value``,
+        the job's objective over its solo optimum), or net of moving (running)."""
+        assert self.options is not None
+        if self.net_weights is None:
+            return self.job.priority * value
+        return self.job.priority * np.array([self.net_weights[c] for c in self.options.configs])

@@ -1,0 +1,375 @@
+"""Fleet planning: one exact plan for all of a team's registered jobs, which share
+the account's quotas (per region, quota group and market) and, optionally, a team
+budget (docs/ARCHITECTURE.md, "For the fleet").
+
+("Fleet" is always the team's jobs; one job's instance types are its offers,
+:class:`deepvm.planner.offers.Offers`.)
+
+Each job's candidates come from its own planner, less the dominated ones
+(``deepvm.planner.fleet.options``). The rest is a multiple-choice knapsack with
+several shared resources (``deepvm.planner.fleet.program``: arrays in, picks out),
+checked and explained apart from it (``deepvm.planner.fleet.check``):
+
+    maximise   sum_j priority_j value_jk x_jk
+    subject to sum_k x_jk <= 1                        (a job may stay unplanned)
+               sum_jk vcpus_jk[q] x_jk <= quota[q]     (every region, group, market)
+               sum_jk cost_jk x_jk <= team budget      (if there is one)
+
+``value_jk`` is the job's objective for cluster k over its solo optimum (the best it
+gets alone under its own budget and the full quotas; for objective ``cost``, solo
+expected cost over expected cost). A second solve keeps that optimum (to 1e-9
+relative) and minimises the total hourly cost. Every plan is checked against the
+quotas and budgets, by code written apart from the program, before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from deepvm.base.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
+from deepvm.base.errors import DeepvmError
+from deepvm.planner import architectures as arch
+from deepvm.planner.api import Inputs, job_planner, job_spec
+from deepvm.planner.candidates import Config, hourly_cost
+from deepvm.planner.constraints import QuotaKey
+from deepvm.planner.fleet import check as fleet_check
+from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet import running as fleet_running
+from deepvm.planner.fleet import ties as fleet_ties
+from deepvm.planner.fleet.migration import DEFAULT_MIN_GAIN
+from deepvm.planner.fleet.options import (
+    JobOptions,
+    JobState,
+    PlannerRows,
+    job_options,
+    planner_rows,
+    undominated,
+)
+from deepvm.planner.fleet.program import LEXICOGRAPHIC_RTOL
+from deepvm.planner.fleet.types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
+from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
+from deepvm.planner.offers import FloatArray, Offers
+from deepvm.planner.policies import Planner, infeasible_budget_error
+
+SOLVER = "HiGHS fleet"
+
+
+def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | None) -> None:
+    """Exact reductions that need the whole fleet. A quota that the jobs' largest
+    candidates together cannot fill never binds, so it is no dimension of
+    dominance. Without a team budget, cost only breaks ties between plans within
+    LEXICOGRAPHIC_RTOL of the best value: a candidate is dropped where another of
+    its job is worth more than that tolerance more and uses no more of any binding
+    quota, whatever the two cost."""
+    most: dict[QuotaKey, float] = {}
+    for w in shared:
+        assert w.options is not None
+        for col, key in enumerate(w.options.keys):
+            most[key] = most.get(key, 0.0) + float(w.options.usage[:, col].max(initial=0.0))
+    binding = {
+        key for key, vcpus in most.items() if vcpus > fleet_check.quota_limit(inputs, key) + 1e-9
+    }
+    total_priority = sum(w.job.priority for w in shared)
+    delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
+    pruned: dict[tuple[int, float], JobOptions] = {}  # jobs that share options share this
+    for w in shared:
+        o = w.options
+        assert o is not None
+        # A running job's candidates are its own (valued net of moving): not shared.
+        shape = (id(o), w.job.priority) if w.net_weights is None else (id(w), 0.0)
+        if shape not in pruned:
+            usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]]
+            weight = w.weights(_value(w, o.score))
+            rows = undominated(np.column_stack([-weight, o.cost, usage]))
+            if team_budget is None:
+                strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
+                rows = rows[strict]
+            pruned[shape] = o.take(rows)
+        w.options = pruned[shape]
+
+
+# --- the fleet ------------------------------------------------------------------
+
+
+def plan_fleet(
+    jobs: Sequence[RegisteredJob],
+    inputs: Inputs,
+    *,
+    team_budget: float | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    min_gain: float = DEFAULT_MIN_GAIN,
+) -> FleetPlan:
+    """One plan for every job (see the module docstring). A job with no feasible
+    cluster alone is unplanned, with a note saying why; a non-optimal solve (time
+    limit) without a plan gives that status and no job planned; one that stopped
+    with a plan (``limit_with_incumbent``) gives that plan, checked as any other,
+    not proven best (``objective_bound`` says how much better one could be)."""
+    if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
+        from deepvm.base.errors import ParameterError
+
+        raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
+    work = [JobState(j) for j in jobs]
+    _solo_plans(work, inputs)
+    for w in work:  # a running job's candidates, valued net of moving off its cluster
+        if w.job.running is not None:
+            fleet_running.adjust(
+                w, lambda c, w=w: _score(w.planner, c), lambda s, w=w: _value(w, s), min_gain
+            )
+    shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
+    _prune_across(shared, inputs, team_budget)
+    start = time.perf_counter()
+    status, chosen, objective, variables, constraints, bound = _solve(
+        shared, inputs, team_budget, time_limit_s
+    )
+    has_plan = status in (OPTIMAL, LIMIT_WITH_INCUMBENT)
+    solve_s = time.perf_counter() - start
+    picks: dict[str, Config | None] = {}
+    if has_plan:
+        for w in work:
+            if not w.job.shared:
+                picks[w.job.name] = w.solo
+        picks.update(chosen)
+        fleet_check.check(work, picks, inputs, team_budget)
+    plans = [_job_plan(w, picks, has_plan, status, solve_s, min_gain) for w in work]
+    usage = fleet_check.usage(work, picks)
+    fleet_check.explain(plans, work, picks, usage, team_budget, inputs)
+    snapshot = inputs.catalog.snapshot
+    labels = fleet_check.labels(work, picks)
+    return FleetPlan(
+        status,
+        objective if has_plan else math.nan,
+        team_budget,
+        plans,
+        [
+            QuotaUse(
+                *key,
+                usage[key][0],
+                fleet_check.quota_limit(inputs, key),
+                usage[key][1],
+                inputs.quotas.unit(key[1]),
+                labels.get(key, ""),
+            )
+            for key in sorted(usage)
+        ],
+        snapshot,
+        solve_s,
+        variables,
+        constraints,
+        bound,
+    )
+
+
+def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
+    """Each job alone: its planner, solo optimum and candidates. Jobs with the same
+    spec share one planner (its budget cap the largest of their budgets)."""
+    offers_by_workload: dict[str, Offers] = {}
+    planners: dict[JobSpec, Planner] = {}
+    rows: dict[JobSpec, PlannerRows] = {}
+    caps: dict[JobSpec, float] = {}
+    options: dict[tuple[JobSpec, float], JobOptions] = {}
+    last: dict[JobSpec, int] = {}  # each spec's last job: its rows go after it
+    for i, w in enumerate(work):
+        caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
+        last[job_spec(w.job.spec, {})] = i
+    for i, w in enumerate(work):
+        spec = job_spec(w.job.spec, {})
+        try:
+            if spec.workload not in offers_by_workload:
+                offers_by_workload[spec.workload] = inputs.offers(spec.workload)
+            if spec not in planners:
+                planners[spec] = job_planner(
+                    spec, offers_by_workload[spec.workload], caps[spec], None
+                )[0]
+            planner = planners[spec]
+            w.planner = planner
+            found = planner.optimise(Policy.DEEPVM, w.job.budget, 1)
+            if not found:
+                w.note = str(
+                    infeasible_budget_error(
+                        planner.offers, planner.job, w.job.budget, spec.max_nodes
+                    )
+                )
+                continue
+            w.solo = found[0][0]
+            w.solo_score = _score(planner, w.solo)
+            if spec not in rows:
+                rows[spec] = planner_rows(planner)
+            # Jobs of one spec and budget have the same candidates: built once.
+            if (spec, w.job.budget) not in options:
+                options[spec, w.job.budget] = job_options(planner, w.job.budget, rows[spec])
+            w.options = options[spec, w.job.budget]
+        except DeepvmError as exc:  # an unknown workload, say: this job only
+            w.note = str(exc)
+        finally:
+            if last[spec] == i:  # every cluster of a spec, dense by quota key: ~5 MB
+                rows.pop(spec, None)
+
+
+def _score(planner: Planner, config: Config) -> float:
+    """The planner's score (higher is better) of one cluster."""
+    c = planner.candidates
+    scores, _ = planner.policy_scores(Policy.DEEPVM)
+    found = np.flatnonzero(
+        (c.architecture == arch.code(config.architecture))
+        & (c.worker == config.worker)
+        & (c.n == config.n_workers)
+    )
+    if not found.size:  # no candidate (a running cluster past the budget cap): in full
+        value = planner.describe(Policy.DEEPVM, 1, config, SOLVER, 0.0).objective_value
+        return -value if planner.objective == Objective.COST else value
+    k = int(found[0])
+    if planner.objective != Objective.COST:
+        return float(scores[k])
+
+    return float(scores[k] / planner.least_cost[k] * hourly_cost(planner.offers, config))
+
+
+def _value(w: JobState, score: FloatArray | float) -> FloatArray:
+    """Score over the solo optimum's: 1 = as good as alone (cost: solo cost / cost)."""
+    s = np.asarray(score, dtype=float)
+    if w.planner is not None and w.planner.objective == Objective.COST:
+        return w.solo_score / s
+    return s / w.solo_score
+
+
+def _solve(
+    shared: list[JobState], inputs: Inputs, team_budget: float | None, time_limit_s: float
+) -> tuple[str, dict[str, Config | None], float, int, int, float]:
+    """The knapsack (module docstring) over the shared jobs' candidates: status,
+    each job's cluster (None: unplanned), objective value, binaries, constraints
+    and the best bound known on the value. Jobs with the same candidates, weights
+    and costs are one class (one integer column per cluster, up to the class's
+    size), so a team of many alike jobs costs as much as one of its kinds."""
+    if not shared:
+        return OPTIMAL, {}, 0.0, 0, 0, 0.0
+    import scipy.sparse as sp
+
+    order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
+    classes: dict[object, list[int]] = {}
+    for j in order:  # jobs in name order within their class
+        w = shared[j]
+        alike = (id(w.options), w.job.priority, w.solo_score) if w.net_weights is None else j
+        classes.setdefault(alike, []).append(j)
+    members = list(classes.values())
+    keys: dict[QuotaKey, int] = {}
+    starts: list[int] = []
+    key_rows, key_cols, key_vals, weights, costs, owners = [], [], [], [], [], []
+    offset = 0
+    for c, jobs in enumerate(members):
+        w = shared[jobs[0]]
+        assert w.options is not None
+        o = w.options
+        starts.append(offset)
+        owners.append(np.full(len(o), c))
+        weights.append(w.weights(_value(w, o.score)))
+        costs.append(o.cost)
+        local = [keys.setdefault(key, len(keys)) for key in o.keys]
+        r, col = np.nonzero(o.usage)
+        key_rows.append(np.array(local, dtype=np.int64)[col] if len(local) else col)
+        key_cols.append(offset + r)
+        key_vals.append(o.usage[r, col])
+        offset += len(o)
+    owner = np.concatenate(owners)
+    weight = np.concatenate(weights)
+    cost = np.concatenate(costs)
+    quota = np.array([fleet_check.quota_limit(inputs, key) for key in keys])
+    usage = sp.csr_matrix(
+        (np.concatenate(key_vals), (np.concatenate(key_rows), np.concatenate(key_cols))),
+        shape=(len(keys), offset),
+    )
+    count = np.array([len(jobs) for jobs in members], dtype=float)
+    result = fleet_program.solve(
+        weight, cost, owner, usage, quota, team_budget, time_limit_s, count=count
+    )
+    # Each class's picks to its jobs (in name order, the clusters in tie-break
+    # order), then, among equal clusters, the documented one (deepvm.planner.fleet.ties).
+    job_owner, job_index = [], []
+    first: dict[int, int] = {}  # each job's first column
+    laid = 0
+    for c, jobs in enumerate(members):
+        size = len(shared[jobs[0]].options)  # type: ignore[arg-type]
+        for j in jobs:
+            first[j] = laid
+            laid += size
+            job_owner.append(np.full(size, j))
+            job_index.append(starts[c] + np.arange(size))
+    column = np.concatenate(job_index)  # each job column's class column
+    j_owner = np.concatenate(job_owner)
+
+    def key_of(job_column: int) -> tuple[object, ...]:
+        j = int(j_owner[job_column])
+        w = shared[j]
+        assert w.options is not None and w.planner is not None
+        config = w.options.configs[job_column - first[j]]
+        return fleet_ties.canonical_key(w.planner.offers, config)
+
+    picked = np.zeros(len(column), dtype=bool)
+    by_class: dict[int, list[int]] = {}
+    for k in result.picked:
+        by_class.setdefault(int(owner[k]), []).append(int(k))
+    for c, ks in by_class.items():
+        jobs = members[c]
+        lead = first[jobs[0]] - starts[c]  # class column -> its first job's column
+        ks.sort(key=lambda k: key_of(lead + k))
+        for j, k in zip(jobs, ks, strict=False):
+            picked[first[j] + k - starts[owner[k]]] = True
+    picked = fleet_ties.prefer_canonical(
+        picked, j_owner, weight[column], cost[column], usage[:, column].tocsr(), quota,
+        order, key_of,
+    )  # fmt: skip
+    chosen: dict[str, Config | None] = {w.job.name: None for w in shared}
+    for k in np.flatnonzero(picked):
+        w = shared[int(j_owner[k])]
+        assert w.options is not None
+        chosen[w.job.name] = w.options.configs[int(k) - first[int(j_owner[k])]]
+    value = float(weight[column][picked].sum())
+    return result.status, chosen, value, result.variables, result.rows, result.bound
+
+
+def _job_plan(
+    w: JobState,
+    picks: dict[str, Config | None],
+    has_plan: bool,
+    status: str,
+    solve_s: float,
+    min_gain: float,
+) -> JobPlan:
+    planner = w.planner
+    solo = (
+        planner.describe(Policy.DEEPVM, 1, w.solo, "numpy/exact", 0.0)
+        if planner is not None and w.solo is not None
+        else None
+    )
+    count = len(w.options) if w.options is not None else 0
+    considered = w.options.considered if w.options is not None else 0
+    config = picks.get(w.job.name)
+    note = w.note
+    if not has_plan and note is None:
+        note = f"the fleet solve ended {status}: no plan"
+    job = w.job
+    cluster = None
+    if config is not None and planner is not None:
+        solver = SOLVER if job.shared else "numpy/exact"
+        cluster = planner.describe(Policy.DEEPVM, 1, config, solver, solve_s)
+    # A running job's one answer tonight; its reason is the job's note.
+    running = fleet_running.decision(w, config, cluster, min_gain) if has_plan else None
+    if running is not None:
+        note = running.reason
+
+    def plan(planned: bool, value: float) -> JobPlan:
+        return JobPlan(
+            job.name, job.priority, job.shared, planned, value, cluster, solo, None, note,
+            candidates=count, considered=considered, workload=job.spec.workload,
+            objective=str(job.spec.objective), deadline_h=job.spec.deadline_h,
+            work_flops=job.spec.work_flops, running=running,
+        )  # fmt: skip
+
+    if config is None or planner is None:
+        return plan(False, 0.0)
+    if w.net_values is not None and config in w.net_values:  # running: net of the move
+        return plan(True, w.net_values[config])
+    return plan(True, float(_value(w, _score(planner, config))))

@@ -1,0 +1,448 @@
+"""The fleet's program, apart from jobs and clusters (docs/ARCHITECTURE.md, "For
+the fleet"): arrays in, picks out. Columns are candidate clusters of a class of
+identical jobs (same candidates, weights and costs; ``count`` jobs each); rows
+are "at most ``count`` of a class", every limited shared resource (quota keys,
+in their units) and, optionally, the team budget:
+
+    maximise   sum_k weight_k x_k                  (x_k integer >= 0)
+    subject to sum_{k of class c} x_k <= count_c
+               sum_k usage[q, k] x_k <= capacity[q]      (every limited key q)
+               sum_k cost_k x_k <= team budget           (if there is one)
+
+then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
+
+How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
+1. A feasible plan before any solve (``rounding``: each class's best candidates
+   that fit, then a local search), so there is always a plan.
+2. The LP relaxation by column generation (``relaxation``): a few columns per
+   class, the rest priced in one vectorised pass per round, and mixed-integer
+   rounding cuts on the quota rows (one cluster takes a large share of a quota,
+   so the plain relaxation is weak). Its value z and reduced costs r bound any
+   plan holding column k by z + r_k: columns that cannot be in a plan worth the
+   best known one are left out of the integer program.
+3. The integer program over the generated columns (a strong plan, quickly), then
+   over every column that can beat it: its optimum is the optimum of all.
+4. The cost stage over the columns that can be in a plan of the optimal value.
+A deadline (``highs.Deadline``) stops any step; the best plan known is returned
+with status ``limit_with_incumbent`` and the best bound known (``bound``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from deepvm.planner import highs
+from deepvm.planner.fleet import model as fleet_model
+from deepvm.planner.fleet.rounding import RoundingState, rounded_plan
+from deepvm.planner.highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner.offers import FloatArray
+
+# The second solve keeps the first one's value to this (relative) tolerance.
+LEXICOGRAPHIC_RTOL = 1e-9
+# Column generation: per class and round, the columns of largest reduced cost added.
+COLUMNS_PER_ROUND = 8
+# Cutting rounds at most, and the least relative fall of the bound that keeps them going.
+CUT_ROUNDS = 30
+CUT_PROGRESS = 1e-5
+# The share of the time left that the search over the generated columns may take.
+FIRST_SEARCH_SHARE = 0.4
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    status: str
+    picked: np.ndarray  # the chosen columns, a column once per job that takes it
+    objective: float
+    variables: int  # integer columns in the program after filtering
+    rows: int
+    bound: float = math.nan  # the best bound known on the value of any plan
+    stages: dict[str, float] | None = None  # seconds per stage (benchmarks)
+
+
+def solve(
+    weight: FloatArray,
+    cost: FloatArray,
+    owner: np.ndarray,
+    usage: Any,  # scipy.sparse, keys x columns
+    capacity: FloatArray,  # per key; inf: no limit
+    team_budget: float | None,
+    time_limit_s: float | Deadline,
+    count: np.ndarray | None = None,  # jobs per class (owner); default one each
+) -> ProgramResult:
+    """The plan of most total weight, and of least cost among those (see the module
+    docstring). Always a plan: a status other than optimal is the best one known."""
+    import time
+
+    deadline = time_limit_s if isinstance(time_limit_s, Deadline) else Deadline(time_limit_s)
+    size = len(weight)
+    if size == 0:
+        return ProgramResult(OPTIMAL, np.zeros(0, dtype=np.int64), 0.0, 0, 0, 0.0)
+    classes = int(owner.max()) + 1
+    count = np.ones(classes) if count is None else np.asarray(count, dtype=float)
+    limited = np.flatnonzero(np.isfinite(capacity))
+    resources = sp.csr_matrix(usage)[limited]
+    bounds = np.asarray(capacity, dtype=float)[limited]
+    if team_budget is not None:
+        resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
+        bounds = np.append(bounds, team_budget)
+    program = _Program(weight, cost, owner, count, resources.tocsc(), bounds, deadline)
+    stages: dict[str, float] = {}
+    began = time.perf_counter()
+    # 1. A plan before any solve; its bound: each class's best alone.
+    plan = rounded_plan(program.rounding, np.zeros(size))
+    best_alone = np.zeros(classes)
+    np.maximum.at(best_alone, owner, np.maximum(weight, 0.0))
+    bound = float(best_alone @ count)
+    stages["rounding"] = time.perf_counter() - began
+    # 2. The relaxation, by columns and cuts.
+    began = time.perf_counter()
+    lp = program.relaxation(plan)
+    stages["relaxation"] = time.perf_counter() - began
+    if lp is None:  # the deadline passed first (a slow or busy machine)
+        return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
+    bound = min(bound, lp.bound)
+    plan = _better(weight, plan, rounded_plan(program.rounding, lp.x_all))
+    # 3. The integer program: over the generated columns, then every one that can beat it.
+    began = time.perf_counter()
+    program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
+    # A heuristic step (its plan only sets how many columns the next one keeps), so
+    # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
+    # otherwise take the whole limit and leave the next step without a plan's help.
+    first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
+    status, found = first.solve(lp.generated, maximise=True, start=plan)
+    if found is not None:
+        plan = _better(weight, plan, found)
+    kept = lp.competitive(program.value(plan))
+    # Unless that search proved its plan best and no column outside can beat it:
+    if status != OPTIMAL or not np.isin(kept, lp.generated).all():
+        status, found = program.solve(kept, maximise=True, start=plan)
+        if found is not None:
+            plan = _better(weight, plan, found)
+    stages["value"] = time.perf_counter() - began
+    variables = len(lp.competitive(program.value(plan)))
+    if status != OPTIMAL:
+        return program.result(LIMIT_WITH_INCUMBENT, plan, variables, bound, stages)
+    best = program.value(plan)
+    # 4. The least cost among plans of that value (to LEXICOGRAPHIC_RTOL).
+    began = time.perf_counter()
+    floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
+    near = program.cheap_enough(lp.competitive(floor), floor, plan)
+    status, cheaper = program.solve(near, maximise=False, floor=floor, start=plan)
+    if cheaper is not None and program.cost_of(cheaper) <= program.cost_of(plan):
+        plan = cheaper  # else the value is proven; only the tie-break is not
+    stages["cost"] = time.perf_counter() - began
+    return program.result(OPTIMAL, plan, variables, bound, stages)
+
+
+def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """The plan worth more (``plan`` on a tie)."""
+    return other if float(weight[other].sum()) > float(weight[plan].sum()) else plan
+
+
+@dataclass(frozen=True)
+class _Relaxation:
+    """The LP relaxation's outcome: its bound, the columns it generated, its x over
+    every column, and each column's reduced cost (<= 0 at its optimum)."""
+
+    bound: float
+    generated: np.ndarray
+    x_all: FloatArray
+    reduced: FloatArray
+    cuts: Any  # csr: the MIR cuts found, cuts x columns (valid for every plan)
+    cut_rhs: FloatArray
+
+    def competitive(self, value: float) -> np.ndarray:
+        """The columns that can be in a plan worth at least ``value`` (z + r_k >= value,
+        with a margin against float noise in the duals)."""
+        margin = 1e-6 * max(1.0, abs(value))
+        return np.flatnonzero(self.bound + self.reduced >= value - margin)
+
+
+@dataclass(frozen=True)
+class _Mir:
+    """A mixed-integer rounding cut of resource row ``row`` scaled by ``delta``:
+    sum_k F(a_k / delta) x_k <= floor(b / delta), F(d) = floor(d) + max(0, frac(d) -
+    f) / (1 - f), f = frac(b / delta); valid for every x integer >= 0 with a x <= b."""
+
+    row: int
+    delta: float
+    f: float
+    rhs: float
+
+    def coefficients(self, a: FloatArray) -> FloatArray:
+        d = a / self.delta
+        whole = np.floor(d + 1e-12)
+        return whole + np.maximum(0.0, d - whole - self.f) / (1.0 - self.f)
+
+
+@dataclass(frozen=True)
+class _Program:
+    weight: FloatArray
+    cost: FloatArray
+    owner: np.ndarray
+    count: FloatArray
+    resources: Any  # csc: shared limits x columns (quotas, then the team budget)
+    capacity: FloatArray
+    deadline: Deadline
+    cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
+    cut_rhs: FloatArray | None = None
+    timing: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds, by step
+
+    def with_cuts(self, cuts: Any, rhs: FloatArray) -> _Program:
+        return dataclasses.replace(self, cuts=cuts, cut_rhs=rhs)
+
+    def value(self, plan: np.ndarray) -> float:
+        return float(self.weight[plan].sum())
+
+    def cost_of(self, plan: np.ndarray) -> float:
+        return float(self.cost[plan].sum())
+
+    @functools.cached_property
+    def rounding(self) -> RoundingState:
+        """Built once: both roundings share its per-class blocks."""
+        return RoundingState(self.weight, self.owner, self.count, self.resources, self.capacity)
+
+    def result(
+        self, status: str, plan: np.ndarray, variables: int, bound: float, stages: dict[str, float]
+    ) -> ProgramResult:
+        rows = len(self.count) + len(self.capacity)
+        value = self.value(plan)
+        # Proven optimal: the best bound is the value itself.
+        bound = value if status == OPTIMAL else max(bound, value)
+        return ProgramResult(
+            status, np.sort(plan), value, variables, rows, bound, {**stages, **self.timing}
+        )
+
+    # --- the relaxation ---------------------------------------------------------
+
+    def relaxation(self, plan: np.ndarray) -> _Relaxation | None:
+        """The LP relaxation with MIR cuts, by column generation; None if the
+        deadline passed first."""
+        size, classes = len(self.weight), len(self.count)
+        shared = self.resources.shape[0]
+        lp = highs.GrowingLP(np.concatenate([self.count, self.capacity]))
+        first = _first_columns(self.weight, self.owner, plan)
+        in_model = np.zeros(size, dtype=bool)
+        cuts: list[_Mir] = []
+        cut_rows: list[Any] = []  # each cut's coefficients over every column (csr, 1 x size)
+        rows_csr = self.resources.tocsr()
+
+        def matrix(columns: np.ndarray) -> Any:
+            one = sp.csr_matrix(
+                (np.ones(len(columns)), (self.owner[columns], np.arange(len(columns)))),
+                shape=(classes, len(columns)),
+            )
+            parts = [one, self.resources[:, columns]]
+            parts += [row[:, columns] for row in cut_rows]
+            return sp.vstack(parts).tocsc()
+
+        def add(columns: np.ndarray) -> None:
+            lp.add_columns(self.weight[columns], matrix(columns))
+            in_model[columns] = True
+            order.extend(int(k) for k in columns)
+
+        order: list[int] = []
+        cut_matrix = sp.csr_matrix((0, size))
+        add(first)
+        bound = math.inf
+        x_all = np.zeros(size)
+        reduced = np.zeros(size)
+        for _ in range(CUT_ROUNDS):
+            while True:  # columns until none prices out
+                status, x, duals, _z = lp.solve(self.deadline)
+                if status != OPTIMAL:
+                    return None
+                on_class, on_shared = duals[:classes], duals[classes : classes + shared]
+                reduced = self.weight - on_class[self.owner] - self.resources.T @ on_shared
+                if cuts:
+                    reduced -= cut_matrix.T @ duals[classes + shared :]
+                entering = _entering(reduced, self.owner, in_model)
+                if not len(entering):
+                    break
+                add(entering)
+            x_all = np.zeros(size)
+            x_all[np.array(order)] = x
+            # The dual bound (at least z, the same at an optimum).
+            dual_bound = float(np.concatenate(
+                [self.count, self.capacity, [c.rhs for c in cuts]]) @ duals)  # fmt: skip
+            previous, bound = bound, min(bound, dual_bound)
+            if math.isfinite(previous) and previous - bound <= CUT_PROGRESS * max(1.0, bound):
+                break
+            new = _mir_cuts(rows_csr, self.capacity, x_all)
+            if not new:
+                break
+            for cut in new:
+                row = sp.csr_matrix(
+                    (cut.coefficients(rows_csr[cut.row].data), rows_csr[cut.row].indices,
+                     [0, rows_csr[cut.row].nnz]), shape=(1, size),
+                )  # fmt: skip
+                cuts.append(cut)
+                cut_rows.append(row)
+                lp.add_rows(np.array([cut.rhs]), row[:, np.array(order)])
+            cut_matrix = sp.vstack(cut_rows).tocsr()
+        return _Relaxation(
+            bound, np.flatnonzero(in_model), x_all, np.minimum(reduced, 0.0), cut_matrix,
+            np.array([c.rhs for c in cuts]),
+        )  # fmt: skip
+
+    def constraints(self, floor: float | None = None) -> list[fleet_model.Constraint]:
+        """The program's rows as constraint objects (deepvm.planner.fleet.model)."""
+        out: list[fleet_model.Constraint] = [
+            fleet_model.PerClass(self.owner, self.count),
+            fleet_model.SharedLimits(self.resources, self.capacity, self.count[self.owner]),
+        ]
+        if self.cuts is not None and self.cuts.shape[0]:
+            assert self.cut_rhs is not None
+            out.append(fleet_model.Cuts(self.cuts, self.cut_rhs))
+        if floor is not None:
+            slack = LEXICOGRAPHIC_RTOL * max(abs(floor), 1.0)
+            out.append(fleet_model.ValueFloor(self.weight, floor, slack))
+        return out
+
+    def cheap_enough(self, columns: np.ndarray, floor: float, plan: np.ndarray) -> np.ndarray:
+        """Of ``columns``, those that can be in a plan worth ``floor`` that costs no more
+        than ``plan``: by the cost stage's own relaxation (least cost c subject to the
+        value floor, with the cuts), a plan holding column k costs at least c + d_k
+        (d: its reduced costs). Where the relaxation does not finish, every column."""
+        import time
+
+        columns = np.union1d(columns, plan).astype(np.int64)
+        began = time.perf_counter()
+        relaxed = fleet_model.least_cost_relaxation(
+            self.cost, self.constraints(floor), columns, self.deadline
+        )
+        self.timing["cost relaxation"] = time.perf_counter() - began
+        if relaxed is None:
+            return columns
+        least, added = relaxed
+        ceiling = self.cost_of(plan)
+        margin = 1e-6 * max(1.0, abs(ceiling))
+        keep = least + np.maximum(added, 0.0) <= ceiling + margin
+        return np.union1d(columns[keep], plan).astype(np.int64)
+
+    # --- the integer program ----------------------------------------------------
+
+    def solve(
+        self,
+        columns: np.ndarray,
+        *,
+        maximise: bool,
+        floor: float | None = None,
+        start: np.ndarray | None = None,
+    ) -> tuple[str, np.ndarray | None]:
+        """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``
+        (each taken up to its class's count); the status and the plan (a column once
+        per job). ``start``: a plan known to be feasible: its columns are among those
+        searched. HiGHS runs at its default tolerance (1e-6); an answer that breaks a row by
+        more than float noise is solved again at 1e-9."""
+        columns = np.unique(np.concatenate([columns, start if start is not None else []]))
+        columns = columns.astype(np.int64)
+        out = None
+        for tolerance in (1e-6, 1e-9):
+            out = fleet_model.solve_integer(
+                self.weight if maximise else self.cost,
+                maximise,
+                self.constraints(floor),
+                columns,
+                self.count[self.owner[columns]],
+                # With HiGHS's presolve (measured, benchmarks/fleet.py, three clouds, 100
+                # jobs: its restarts shrink the program to a tenth; without it the value
+                # search took 2.2x the CPU) and no start: HiGHS 1.16, given both, returned
+                # its start as optimal where a cheaper plan of the same value was there
+                # (tests/test_fleet_program.py has the case). The known plan stays ours:
+                # kept where HiGHS finds none better.
+                start=None,
+                presolve=True,
+                deadline=self.deadline,
+                feasibility_tolerance=tolerance,
+                # What the known plan proves instead of a start: only plans at least
+                # as good as it (to the tie tolerance) are sought.
+                cutoff=self._cutoff(start, maximise),
+            )
+            if out.status == INFEASIBLE and start is not None:
+                return OPTIMAL, start  # none as good as the known plan: it is the best
+            self.timing["cvxpy"] = self.timing.get("cvxpy", 0.0) + out.compile_s
+            if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
+                return out.status, None
+            taken = np.maximum(np.round(out.values), 0.0).astype(np.int64)
+            plan = np.repeat(columns, taken)
+            if self._holds(plan, floor):
+                return out.status, plan
+        assert out is not None
+        return out.status, None
+
+    def _cutoff(self, start: np.ndarray | None, maximise: bool) -> float | None:
+        if start is None:
+            return None
+        known = self.value(start) if maximise else self.cost_of(start)
+        slack = LEXICOGRAPHIC_RTOL * max(abs(known), 1.0)
+        return known - slack if maximise else known + slack
+
+    def _holds(self, plan: np.ndarray, floor: float | None) -> bool:
+        per_class = np.bincount(self.owner[plan], minlength=len(self.count))
+        used = np.asarray(self.resources[:, plan].sum(axis=1)).ravel()
+        ok = bool((per_class <= self.count + 1e-9).all()) and bool(
+            (used <= self.capacity + 1e-9 * np.maximum(np.abs(self.capacity), 1.0)).all()
+        )
+        if floor is not None:
+            ok = ok and self.value(plan) >= floor - 1e-12 * max(abs(floor), 1.0)
+        return ok
+
+
+def _first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> np.ndarray:
+    """The relaxation's first columns: each class's few most valuable, and the plan's."""
+    order = np.lexsort((-weight, owner))
+    starts = np.searchsorted(owner[order], owner[order], side="left")
+    rank = np.arange(len(order)) - starts
+    return np.union1d(order[rank < COLUMNS_PER_ROUND], plan).astype(np.int64)
+
+
+def _entering(reduced: FloatArray, owner: np.ndarray, in_model: np.ndarray) -> np.ndarray:
+    """Per class, up to COLUMNS_PER_ROUND columns outside the model that price out."""
+    out = np.flatnonzero((reduced > 1e-9 * max(1.0, float(np.abs(reduced).max(initial=0.0))))
+                         & ~in_model)  # fmt: skip
+    if not len(out):
+        return out
+    order = out[np.lexsort((-reduced[out], owner[out]))]
+    groups = owner[order]
+    rank = np.arange(len(order)) - np.searchsorted(groups, groups, side="left")
+    return np.sort(order[rank < COLUMNS_PER_ROUND])
+
+
+def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:
+    """Per resource row, its most violated MIR cut at ``x`` (the LP's point), if any:
+    the divisors tried are the row's coefficients on the columns ``x`` uses."""
+    out = []
+    for q in range(rows.shape[0]):
+        b = float(capacity[q])
+        lo, hi = rows.indptr[q], rows.indptr[q + 1]
+        cols, a = rows.indices[lo:hi], rows.data[lo:hi]
+        used = x[cols] > 1e-9
+        if not used.any() or not math.isfinite(b) or b <= 0:
+            continue
+        ax, xa = a[used], x[cols[used]]
+        if float(ax @ xa) < b * (1 - 1e-9):  # a row with slack is no cut's source
+            continue
+        best: tuple[float, _Mir] | None = None
+        for delta in np.unique(ax)[-12:]:
+            ratio = b / delta
+            f = ratio - math.floor(ratio)
+            if f < 1e-6 or f > 1 - 1e-6:
+                continue
+            cut = _Mir(q, float(delta), f, float(math.floor(ratio)))
+            violation = float(cut.coefficients(ax) @ xa) - cut.rhs
+            if violation > 1e-6 * max(1.0, cut.rhs) and (best is None or violation > best[0]):
+                best = (violation, cut)
+        if best is not None:
+            out.append(best[1])
+    return out
+
+
+__all__ = ["LEXICOGRAPHIC_RTOL", "ProgramResult", "solve"]
