@@ -8,5 +8,7 @@ on a busy machine, ending the run. A user's own settings still win.
 
 import os
 
+__all__: list[str] = []  # settings only: the flows are in flows.deepvm_flows
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

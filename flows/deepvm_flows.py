@@ -59,6 +59,24 @@ from flows.forms import (
     pflop,
 )
 
+__all__ = [
+    "RefusedRun",
+    "adopt",
+    "benchmark",
+    "benchmark_fleet",
+    "compute_flopp_task",
+    "finish",
+    "fit_overhead",
+    "fleet",
+    "nightly",
+    "plan_fleet_task",
+    "plan_job_task",
+    "recommend",
+    "refit_task",
+    "refresh_prices",
+    "refresh_prices_task",
+]
+
 
 def _store(store: str | None) -> Store:
     """The flow's store, opened once (the form's URI, else $DEEPVM_STORE, else

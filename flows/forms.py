@@ -14,6 +14,32 @@ from deepvm.performance.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_w
 from deepvm.planner.policies import POLICIES
 from deepvm.records.jobs import OLD_KEYS
 
+__all__ = [
+    "DEFAULT_WORKLOAD_CHOICE",
+    "EVERY_POLICY",
+    "FLOW_NAMES",
+    "MAX_RANK",
+    "ONE_TYPE",
+    "PETA",
+    "DateText",
+    "InstanceTypeName",
+    "MinGain",
+    "NightlySource",
+    "OneType",
+    "PolicyName",
+    "PriceSource",
+    "RegionName",
+    "SkyPilotCsv",
+    "SpotAdvisorUrl",
+    "StoreUri",
+    "TeamBudget",
+    "WorkloadsPath",
+    "as_text",
+    "flow_name",
+    "old_names",
+    "pflop",
+]
+
 
 class OneType:
     """Annotated metadata: an optional number's JSON schema as one type,

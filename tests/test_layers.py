@@ -271,3 +271,37 @@ def test_no_circles_between_folders():
             folder_of(t) for t in targets if folder_of(t) != mine
         )
     assert import_circles(folders) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in SOURCES if not p.name.startswith("_") or p.name == "__init__.py"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_public_module_says_what_it_offers(path):
+    """``__all__`` on every public module (a package's ``__init__`` with nothing but
+    its docstring aside), naming only what the module defines or imports."""
+    tree = ast.parse(path.read_text())
+    if path.name == "__init__.py" and len(tree.body) <= 1:
+        return  # a package docstring only: it offers nothing itself
+    found = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == "__all__"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    assert found, f"{path.relative_to(ROOT)} has no __all__"
+    names = ast.literal_eval(found[0])
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.alias):
+            defined.add((node.asname or node.name).split(".")[0])
+    lazy = "__getattr__" in defined  # a package that loads its names on first use
+    assert lazy or not set(names) - defined, set(names) - defined

@@ -10,6 +10,45 @@ from enum import StrEnum
 
 from deepvm.base.errors import ParameterError
 
+__all__ = [
+    "ALL_POLICIES",
+    "BENCH_TARGET_TIMED_S",
+    "DEFAULT_BENCH_WARMUP",
+    "DEFAULT_CHECKPOINT_STALL_S",
+    "DEFAULT_CHECKPOINT_VERSIONS",
+    "DEFAULT_HOME",
+    "DEFAULT_MAX_NODES",
+    "DEFAULT_MIN_GAIN",
+    "DEFAULT_OBJECTIVE",
+    "DEFAULT_PRICE_BACKOFF_S",
+    "DEFAULT_PRICE_RETRIES",
+    "DEFAULT_PRICE_TIMEOUT_S",
+    "DEFAULT_RESTART_S",
+    "DEFAULT_RETAIN_HOURS",
+    "DEFAULT_SIMULATED_WORKERS",
+    "DEFAULT_STORE",
+    "DEFAULT_TIME_LIMIT_S",
+    "DEFAULT_TOP",
+    "DEFAULT_WORKLOAD",
+    "ENV_HOME",
+    "ENV_STORE",
+    "JOB_OPTIONS",
+    "MAX_CHECKPOINT_GB",
+    "MAX_DEADLINE_H",
+    "MAX_HOURLY_COST",
+    "MAX_NAME_LENGTH",
+    "MAX_NODES_CAP",
+    "MAX_RESTART_S",
+    "MAX_SWEEP_BUDGETS",
+    "MAX_WORK_FLOPS",
+    "OBJECTIVES",
+    "POLICIES",
+    "SPOT_ADVISOR_URL",
+    "JobSpec",
+    "Objective",
+    "Policy",
+]
+
 # Where deepvm keeps what it launched (deepvm launch's manifests): $DEEPVM_HOME, else ~/.deepvm.
 ENV_HOME = "DEEPVM_HOME"
 DEFAULT_HOME = "~/.deepvm"

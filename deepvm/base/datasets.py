@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = ["dataset_path"]
+
 _PACKAGE = Path(__file__).resolve().parent.parent  # deepvm/
 
 

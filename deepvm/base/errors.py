@@ -25,6 +25,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+__all__ = [
+    "DeepvmError",
+    "InfeasibleError",
+    "InputError",
+    "InternalError",
+    "LaunchError",
+    "OutputError",
+    "ParameterError",
+    "SolverError",
+    "SourceUnavailableError",
+    "StoreError",
+    "UnknownWorkloadError",
+]
+
 
 class DeepvmError(Exception):
     """Base class: a problem with the user's input or request, not a bug.

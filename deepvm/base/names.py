@@ -10,6 +10,8 @@ import re
 from deepvm.base.config import MAX_NAME_LENGTH as MAX_NAME_LENGTH
 from deepvm.base.errors import InputError, ParameterError
 
+__all__ = ["check_date", "check_name"]
+
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 

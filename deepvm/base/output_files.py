@@ -11,6 +11,8 @@ from pathlib import Path
 
 from deepvm.base.errors import OutputError
 
+__all__ = ["atomic_output"]
+
 
 @contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:

@@ -23,6 +23,19 @@ import numpy.typing as npt
 
 from deepvm.base.errors import InputError
 
+__all__ = [
+    "MISSING_TEXT",
+    "Table",
+    "as_table",
+    "concat",
+    "numeric_column",
+    "optional_text",
+    "read_table",
+    "reject_duplicates",
+    "source_label",
+    "text_column",
+]
+
 # Cells read as missing, as pandas.read_csv reads them (its default na_values).
 MISSING_TEXT = frozenset(
     {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",

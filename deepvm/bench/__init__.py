@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from deepvm.base.errors import DeepvmError
 
+__all__ = ["INSTALL_HINT", "MissingExtraError", "require_torch"]
+
 INSTALL_HINT = (
     "deepvm benchmark needs PyTorch and transformers: pip install 'deepvm[bench]' "
     "(on a CPU-only machine install the CPU build first: pip install torch==2.13.0)"

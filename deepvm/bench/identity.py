@@ -17,6 +17,22 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+__all__ = [
+    "AWS_DEFAULT_ENDPOINT",
+    "AZURE_DEFAULT_URL",
+    "ENV_INSTANCE_TYPE",
+    "GCP_DEFAULT_URL",
+    "METADATA_TIMEOUT_S",
+    "Hardware",
+    "aws_instance_type",
+    "azure_vm_size",
+    "cloud_instance_type",
+    "cpu_model",
+    "detect",
+    "gcp_machine_type",
+    "memory_gib",
+]
+
 METADATA_TIMEOUT_S = 0.3
 ENV_INSTANCE_TYPE = "DEEPVM_INSTANCE_TYPE"
 AWS_DEFAULT_ENDPOINT = "http://169.254.169.254"

@@ -26,6 +26,8 @@ from deepvm.bench import require_torch
 from deepvm.bench.models import SampleModel, build_model
 from deepvm.performance.workloads import get_workload
 
+__all__ = ["Measurement", "autocast", "count_step_flops", "default_device", "measure", "step_dtype"]
+
 
 @dataclass(frozen=True)
 class Measurement:

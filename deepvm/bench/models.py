@@ -13,6 +13,15 @@ from typing import Any
 from deepvm.bench import MissingExtraError, require_torch
 from deepvm.performance.workloads import get_workload
 
+__all__ = [
+    "BERT_SEQUENCE",
+    "GPT2_SEQUENCE",
+    "IMAGENET_CLASSES",
+    "IMAGE_SIZE",
+    "SampleModel",
+    "build_model",
+]
+
 IMAGE_SIZE = 224
 IMAGENET_CLASSES = 1000
 GPT2_SEQUENCE = 512

@@ -17,6 +17,16 @@ from deepvm.base.errors import ParameterError
 from deepvm.bench.identity import Hardware, detect
 from deepvm.bench.measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
 
+__all__ = [
+    "MAX_STEP_SPREAD",
+    "BenchmarkResult",
+    "benchmark_frame",
+    "check_device",
+    "identify",
+    "measurement_warning",
+    "run_benchmarks",
+]
+
 OK, FAILED = "ok", "failed"
 
 

@@ -41,6 +41,15 @@ import pandas as pd
 from deepvm.checkpoint.protocol import ENV_LOCAL_DIR
 from deepvm.performance.workloads import get_workload
 
+__all__ = [
+    "WARMUP_STEPS",
+    "ScalingPoint",
+    "main",
+    "measure_scaling",
+    "scaling_frame",
+    "timed_duration",
+]
+
 # Untimed steps first; then each timed step is timed on its own (the slowest rank's
 # time) and a run's duration is steps x the median step. The first steps pay for
 # allocations and kernel selection, which grow with the batch, so with a fixed

@@ -22,6 +22,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+__all__ = ["main"]
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     import torch

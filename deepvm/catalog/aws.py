@@ -22,6 +22,8 @@ from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import request_timeout_s
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
+__all__ = ["NETWORK_WORDS", "PRICING_REGION", "AwsSource", "network_gbps", "quota_group"]
+
 # The Pricing API answers from us-east-1 (and ap-south-1) for every region.
 PRICING_REGION = "us-east-1"
 # "Up to 25 Gigabit" -> 25; the words AWS uses for older types, in Gbps.

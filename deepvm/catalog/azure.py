@@ -20,6 +20,8 @@ from deepvm.base.datasets import dataset_path
 from deepvm.catalog.http import get_json
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
+__all__ = ["DEFAULT_URL", "ENV_URL", "AzureSource", "classify"]
+
 DEFAULT_URL = "https://prices.azure.com/api/retail/prices"
 ENV_URL = "DEEPVM_AZURE_PRICES_URL"
 

@@ -24,6 +24,26 @@ from deepvm.base.tables import (
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = [
+    "ACCELERATOR_PEAK_FLOPS",
+    "CATALOG_COLUMNS",
+    "MAX_PEAK_FLOPS",
+    "MIN_PEAK_FLOPS",
+    "OPTIONAL_COLUMNS",
+    "QUOTA_KEY_COLUMNS",
+    "SPOT_OUTLIER_FRACTION",
+    "SPOT_PRICE_BASES",
+    "Catalog",
+    "in_cloud",
+    "load_interruptions",
+    "spot_outliers",
+    "spot_saving_pct",
+    "validate_catalog",
+    "with_interruptions",
+    "with_rows_from",
+    "with_spot_price",
+]
+
 CATALOG_COLUMNS = (
     "provider",
     "region",

@@ -25,6 +25,8 @@ from deepvm.base.datasets import dataset_path
 from deepvm.catalog.http import SourceUnavailable, get_text
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
+__all__ = ["COLUMNS", "DEFAULT_URL", "ENV_URL", "GcpSource"]
+
 DEFAULT_URL = (
     "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8/gcp/vms.csv"
 )

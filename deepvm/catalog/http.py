@@ -17,6 +17,19 @@ from typing import Any, TypeVar
 
 from deepvm.base.errors import SourceUnavailableError
 
+__all__ = [
+    "MAX_REQUEST_TIMEOUT_S",
+    "RETRY_STATUS",
+    "SourceUnavailable",
+    "T",
+    "TransientSourceError",
+    "fetch_with_deadline",
+    "get_json",
+    "get_text",
+    "is_transient",
+    "request_timeout_s",
+]
+
 # Throttling and server errors: the next attempt may well succeed.
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 # No single request waits longer than this, even with a long deadline.

@@ -26,6 +26,17 @@ from deepvm.base.tables import (
     text_column,
 )
 
+__all__ = [
+    "MARKETS",
+    "QUOTA_COLUMNS",
+    "UNITS",
+    "UNIT_WORDS",
+    "NodeQuota",
+    "QuotaKey",
+    "Quotas",
+    "load_quotas",
+]
+
 MARKETS = ("spot", "on_demand")
 # The limit's column is ``limit`` (or ``vcpus``, its name before units).
 QUOTA_COLUMNS = ("quota_group", "market")

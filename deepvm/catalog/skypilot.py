@@ -24,6 +24,8 @@ from deepvm.catalog.http import get_text
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.snapshot import load_catalog
 
+__all__ = ["COLUMNS", "DEFAULT_NETWORK_GBPS", "SkyPilotSource"]
+
 COLUMNS = (
     "InstanceType",
     "AcceleratorName",

@@ -8,6 +8,8 @@ from deepvm.base.datasets import dataset_path
 from deepvm.base.tables import Table, concat, optional_text, read_table
 from deepvm.catalog.common import CATALOG_COLUMNS, Catalog, validate_catalog
 
+__all__ = ["SHIPPED_LABEL", "SNAPSHOT_FILES", "load_catalog"]
+
 # The shipped catalogs, one per cloud (built by scripts/build_catalog.py).
 SNAPSHOT_FILES = ("catalog-aws.csv", "catalog-gcp.csv", "catalog-azure.csv")
 # How results name the shipped catalogs together (with their newest price date).

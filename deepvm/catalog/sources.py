@@ -16,6 +16,16 @@ from deepvm.catalog.common import Catalog, validate_catalog
 from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData, PriceSource
 from deepvm.catalog.snapshot import load_catalog
 
+__all__ = [
+    "EXTRA_SOURCES",
+    "SnapshotSource",
+    "catalog_from_tables",
+    "catalog_to_price_data",
+    "fill_interruption_rates",
+    "fill_price_dates",
+    "get_source",
+]
+
 
 def catalog_to_price_data(
     catalog: Catalog, source: str, fetched_at: dt.datetime | None = None

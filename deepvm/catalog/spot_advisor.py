@@ -28,6 +28,17 @@ from deepvm.base.config import SPOT_ADVISOR_URL as PUBLIC_URL
 from deepvm.base.errors import InputError, SourceUnavailableError
 from deepvm.catalog.common import Catalog, with_rows_from
 
+__all__ = [
+    "COLUMNS",
+    "OS",
+    "SOURCE_NAME",
+    "FeedError",
+    "SpotAdvisorSource",
+    "parse_feed",
+    "shipped_advisor",
+    "with_advisor",
+]
+
 SOURCE_NAME = "aws-spot-advisor"
 OS = "Linux"
 # The store's spot_advisor rows (deepvm.model.schemas), in order.

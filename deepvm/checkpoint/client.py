@@ -37,6 +37,24 @@ from deepvm.checkpoint.protocol import (
 )
 from deepvm.checkpoint.versions import CapacityError, CorruptVersion, VersionFolder
 
+__all__ = [
+    "BACKOFF_S",
+    "LOCAL_KEEP",
+    "READ_BYTES",
+    "RETRIES",
+    "TIMEOUT_S",
+    "Saved",
+    "TierWarning",
+    "load",
+    "load_bytes",
+    "local_folder",
+    "put_version",
+    "save",
+    "save_bytes",
+    "tiers_from_env",
+    "token_from_env",
+]
+
 RETRIES = 3  # attempts per tier and request
 BACKOFF_S = 0.2  # then 0.4, 0.8 between attempts
 TIMEOUT_S = 60.0  # per request

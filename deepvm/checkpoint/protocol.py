@@ -32,6 +32,19 @@ from __future__ import annotations
 
 import math
 
+__all__ = [
+    "DEFAULT_LOCAL_DIR",
+    "DEFAULT_PORT",
+    "ENV_LOCAL_DIR",
+    "ENV_TIERS",
+    "ENV_TOKEN",
+    "SHA_HEADER",
+    "STEP_HEADER",
+    "auth_headers",
+    "tier_urls",
+    "versions_per_tier",
+]
+
 DEFAULT_PORT = 8470
 SHA_HEADER = "X-Deepvm-Sha256"
 STEP_HEADER = "X-Deepvm-Step"

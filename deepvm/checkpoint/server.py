@@ -12,6 +12,8 @@ from typing import Any
 from deepvm.checkpoint.protocol import SHA_HEADER, STEP_HEADER, auth_headers
 from deepvm.checkpoint.versions import CapacityError, CorruptVersion, Version, VersionFolder
 
+__all__ = ["CHUNK_BYTES", "TokenGate", "create_app", "log", "serve"]
+
 log = logging.getLogger("deepvm.checkpoint")
 CHUNK_BYTES = 1 << 20  # what a download is sent in
 

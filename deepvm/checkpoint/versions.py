@@ -24,6 +24,8 @@ from typing import BinaryIO
 
 from deepvm.base.errors import InputError, SourceUnavailableError
 
+__all__ = ["CapacityError", "CorruptVersion", "Upload", "Version", "VersionFolder"]
+
 _DATA = re.compile(r"^(\d{12})\.ckpt$")
 
 

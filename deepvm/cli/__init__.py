@@ -26,6 +26,8 @@ from deepvm.cli import (
 from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.store.location import request_timeout
 
+__all__ = ["COMMANDS", "build_parser", "main", "run"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(

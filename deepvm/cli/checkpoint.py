@@ -16,6 +16,8 @@ from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN
 from deepvm.cli.common import number
 from deepvm.cli.output import progress
 
+__all__ = ["CAPACITY_FRACTION", "MEMORY_DIR", "add_parsers", "cmd_checkpoint", "private_address"]
+
 MEMORY_DIR = "/dev/shm/deepvm-checkpoints"
 # The share of the folder's free space the tier may fill (the planner sizes a
 # remote node's memory the same way: docs/ARCHITECTURE.md, "Architectures").

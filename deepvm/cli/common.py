@@ -32,6 +32,48 @@ from deepvm.base.errors import DeepvmError
 from deepvm.cli.listing import add_format
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
+__all__ = [
+    "BUDGET",
+    "CHECKPOINT_GB",
+    "EXIT_BAD_INPUT",
+    "FLAG_NAMES",
+    "MAX_LOCAL_RANKS",
+    "MAX_SIMULATED_RUNS",
+    "MAX_STEPS",
+    "MAX_TIMEOUT_S",
+    "MIN_GAIN",
+    "NODE_COUNT",
+    "NON_NEGATIVE",
+    "PLANNING_OPTIONS",
+    "POSITIVE",
+    "RESTART_S",
+    "SMALL_COUNT",
+    "TEAM_BUDGET",
+    "WORK_FLOPS",
+    "Parser",
+    "add_inputs",
+    "add_job",
+    "add_jobs_file",
+    "add_min_gain",
+    "add_store_timeout",
+    "add_time_limit",
+    "add_timeout",
+    "check_output_path",
+    "check_outputs",
+    "date_text",
+    "flag_name",
+    "job_from_args",
+    "join_negative_values",
+    "name_text",
+    "number",
+    "path_text",
+    "planner_inputs",
+    "price_timeout",
+    "regions_list",
+    "store_location",
+    "writable_store",
+]
+
 EXIT_BAD_INPUT = 2
 # Caps on what one command may ask for (a request past them is a mistake, and
 # would run for hours or exhaust memory).

@@ -25,6 +25,15 @@ from deepvm.cli.common import (
 from deepvm.cli.listing import add_format, output_format, print_listing
 from deepvm.cli.output import print_json, progress, tflops
 
+__all__ = [
+    "add_parsers",
+    "add_prices_parser",
+    "cmd_catalog",
+    "cmd_flopp",
+    "cmd_prices",
+    "cmd_workloads",
+]
+
 
 def add_parsers(sub: Any) -> None:
     cat = sub.add_parser("catalog", help="list instance types and prices")

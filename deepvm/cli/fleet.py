@@ -38,6 +38,16 @@ from deepvm.cli.output import (
 from deepvm.cli.plan import check_launch_files
 from deepvm.model.cluster import cluster_words
 
+__all__ = [
+    "WORK_DONE",
+    "add_adopt_parser",
+    "add_finish_parser",
+    "add_parsers",
+    "cmd_adopt",
+    "cmd_finish",
+    "cmd_fleet",
+]
+
 
 def add_parsers(sub: Any) -> None:
     fl_ = sub.add_parser(

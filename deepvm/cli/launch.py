@@ -27,6 +27,8 @@ from deepvm.cli.listing import output_format
 from deepvm.cli.output import json_text, progress, table_text
 from deepvm.model.cluster import Cluster, cluster_words
 
+__all__ = ["add_parsers", "cmd_launch"]
+
 _NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,22}[a-z0-9])?$")
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from deepvm.base.errors import DeepvmError
 from deepvm.cli.output import json_safe, table_text
 
+__all__ = ["FORMATS", "add_format", "output_format", "print_listing", "render_listing"]
+
 FORMATS = ("table", "json", "csv")
 
 

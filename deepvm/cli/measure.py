@@ -27,6 +27,15 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.output import print_json, progress, table_text
 
+__all__ = [
+    "BENCH_JSON_KEYS",
+    "add_parsers",
+    "add_scaling_parser",
+    "cmd_benchmark",
+    "cmd_benchmark_scaling",
+    "cmd_fit",
+]
+
 
 def add_parsers(sub: Any) -> None:
     bn = sub.add_parser(

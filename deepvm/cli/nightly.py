@@ -29,6 +29,8 @@ from deepvm.cli.output import json_text, print_json, progress
 if TYPE_CHECKING:
     from deepvm.planner.api import InputFiles
 
+__all__ = ["add_backtest_parser", "add_parsers", "cmd_backtest", "cmd_nightly"]
+
 
 def add_parsers(sub: Any) -> None:
     nt = sub.add_parser(

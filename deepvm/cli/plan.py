@@ -35,6 +35,16 @@ from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tfl
 from deepvm.model.cluster import CLUSTER_FIELDS, cluster_words
 from deepvm.model.provenance import figures_of, figures_words, outlier_words
 
+__all__ = [
+    "REC_JSON_KEYS",
+    "add_parsers",
+    "check_launch_files",
+    "cmd_compare",
+    "cmd_recommend",
+    "cmd_sweep",
+    "parse_budgets",
+]
+
 
 def add_parsers(sub: Any) -> None:
     rec = sub.add_parser(

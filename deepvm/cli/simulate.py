@@ -30,6 +30,8 @@ from deepvm.cli.common import (
 )
 from deepvm.cli.output import print_json
 
+__all__ = ["add_parsers", "cmd_simulate"]
+
 
 def add_parsers(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="Monte Carlo checks of the analytic models")

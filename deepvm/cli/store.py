@@ -11,6 +11,8 @@ from deepvm.base.names import check_date
 from deepvm.cli.common import add_store_timeout, store_location
 from deepvm.cli.output import print_json, progress
 
+__all__ = ["add_parsers", "cmd_store"]
+
 
 def add_parsers(sub: Any) -> None:
     st = sub.add_parser(

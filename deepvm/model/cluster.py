@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+__all__ = ["CLUSTER_COLUMNS", "CLUSTER_FIELDS", "Cluster", "cluster_words", "parse_words"]
+
 
 @dataclass(frozen=True)
 class Cluster:

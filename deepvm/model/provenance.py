@@ -9,6 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "SOURCE_KINDS",
+    "Provenance",
+    "figures_of",
+    "figures_words",
+    "measured_kind",
+    "outlier_words",
+]
+
 # measured: deepvm's own benchmark or scaling run in the store; file: a file the
 # user gave; published: a public figure for this GPU model and this task;
 # transferred: a public figure for another GPU variant, task or GPU count (the

@@ -13,6 +13,24 @@ import pyarrow as pa
 
 from deepvm.model.cluster import CLUSTER_COLUMNS
 
+__all__ = [
+    "COMMITS",
+    "COMMITS_SCHEMA",
+    "COMMIT_ID",
+    "PROVENANCE_COLUMNS",
+    "SCHEMA_PROPERTY",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "TABLE_DOCS",
+    "WRITER",
+    "date_column",
+    "describe_tables",
+    "month_column",
+    "partition_columns",
+    "table_schema",
+    "to_arrow",
+]
+
 # 3: Delta Lake tables with a `writer` and a `commit_id` column (2: Parquet files in
 # month folders; 1: day folders). Stores of 1 and 2 are turned into 3 by
 # `deepvm store migrate`.

@@ -53,6 +53,19 @@ from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.planner.policies import Recommendation
 from deepvm.store import Store
 
+__all__ = [
+    "DRIFT_SIGMA",
+    "JUMP_CHANCE",
+    "JUMP_RANGE",
+    "NIGHT_S",
+    "POLICIES",
+    "REVERSION",
+    "SYNTHETIC",
+    "BacktestResult",
+    "backtest",
+    "write_synthetic",
+]
+
 POLICIES = ("once", "naive", "aware", "hindsight")
 NIGHT_S = 24 * 3600.0
 SYNTHETIC = "synthetic"

@@ -30,6 +30,23 @@ from deepvm.performance.overhead import MODEL_PARAMS, SpeedupModel
 if TYPE_CHECKING:
     from deepvm.base.tables import Table
 
+__all__ = [
+    "FIT_ORDER",
+    "LOO_STARTS",
+    "MIN_NODE_COUNTS",
+    "SELECT_RTOL",
+    "SUPERLINEAR_TOLERANCE",
+    "Fit",
+    "FitReport",
+    "Floats",
+    "fit_all",
+    "fit_group",
+    "fit_warnings",
+    "fits_frame",
+    "load_scaling",
+    "scaling_points",
+]
+
 MIN_NODE_COUNTS = 3
 SELECT_RTOL = 0.05
 # Simpler kinds first: among equal scores the simpler model is selected.

@@ -40,6 +40,24 @@ from deepvm.model.provenance import measured_kind
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = [
+    "ANY_WORKLOAD",
+    "FLOPP_COLUMNS",
+    "PUBLISHED_FILE",
+    "SECONDS_PER_HOUR",
+    "THROUGHPUT_COLUMNS",
+    "UTILISATION_FILE",
+    "MeasurementUse",
+    "NodeThroughput",
+    "Published",
+    "flopp_table",
+    "load_throughput",
+    "measurement_use",
+    "merge_measurements",
+    "node_throughput",
+    "shipped_published",
+]
+
 PUBLISHED_FILE = "throughput-published.csv"
 UTILISATION_FILE = "utilisation-estimates.csv"
 ANY_WORKLOAD = "*"

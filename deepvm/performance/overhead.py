@@ -25,6 +25,24 @@ from deepvm.base.tables import Table, as_table
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = [
+    "DEFAULT_SATURATION_POINTS",
+    "LINEAR",
+    "MODEL_KINDS",
+    "MODEL_PARAMS",
+    "OVERHEAD_COLUMNS",
+    "WILDCARD",
+    "SaturationModel",
+    "SpeedupModel",
+    "deepvm_factor",
+    "load_overhead_table",
+    "load_saturation",
+    "logistic",
+    "resolve_models",
+    "shipped_overhead_table",
+    "speedup",
+]
+
 MODEL_PARAMS: dict[str, tuple[str, ...]] = {
     # The paper's K(n) is S(n) over its tangent at b, in which the plateau c cancels:
     # (a, b) are the model's parameters (a model stored with a c reads the same).

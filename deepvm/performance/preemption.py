@@ -36,6 +36,20 @@ import numpy.typing as npt
 
 from deepvm.catalog.advisor_buckets import INTERRUPTION_BUCKETS
 
+__all__ = [
+    "DEFAULT_INTERRUPTION_RATE",
+    "HOURS_PER_MONTH",
+    "Analytic",
+    "FloatArray",
+    "Simulated",
+    "cluster_rate_per_s",
+    "efficiency",
+    "expected_makespan",
+    "hourly_hazard",
+    "simulate",
+    "young_daly_interval_s",
+]
+
 FloatArray = npt.NDArray[np.float64]
 
 HOURS_PER_MONTH = 730.0

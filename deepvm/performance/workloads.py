@@ -17,6 +17,18 @@ from deepvm.base.config import DEFAULT_WORKLOAD as DEFAULT_WORKLOAD
 from deepvm.base.config import MAX_CHECKPOINT_GB, MAX_WORK_FLOPS
 from deepvm.base.errors import ParameterError, UnknownWorkloadError
 
+__all__ = [
+    "CHECKPOINT_BYTES_PER_PARAM",
+    "WORKLOADS",
+    "WORKLOAD_COLUMNS",
+    "Workload",
+    "WorkloadName",
+    "get_workload",
+    "load_workloads",
+    "parse_work",
+    "training_work",
+]
+
 # Checkpoint bytes per parameter: fp32 weights + Adam's two fp32 moments.
 CHECKPOINT_BYTES_PER_PARAM = 12
 

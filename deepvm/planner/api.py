@@ -60,6 +60,24 @@ from deepvm.planner.policies import (
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = [
+    "COMPARE_COLUMNS",
+    "SWEEP_COLUMNS",
+    "ClusterRisk",
+    "InputFiles",
+    "Inputs",
+    "RecommendResult",
+    "StoredInputs",
+    "SweepResult",
+    "checkpoint_needs",
+    "cluster_risk",
+    "compare",
+    "job_planner",
+    "job_spec",
+    "recommend",
+    "sweep",
+]
+
 
 class InputFiles(TypedDict, total=False):
     """The user's input files (CSV or Parquet; None or absent: the shipped data) and

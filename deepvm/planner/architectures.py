@@ -21,6 +21,20 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "BY_NAME",
+    "OBJECT_STORE",
+    "ON_DEMAND",
+    "REGISTRY",
+    "SINGLE_ANCHOR",
+    "TIERING",
+    "Architecture",
+    "Checkpoints",
+    "FloatArray",
+    "architecture",
+    "code",
+]
+
 FloatArray = npt.NDArray[np.float64]
 
 

@@ -17,6 +17,27 @@ from deepvm.model.cluster import Cluster
 from deepvm.planner import architectures as arch
 from deepvm.planner.offers import FloatArray, IntArray, Offers
 
+__all__ = [
+    "ARCHITECTURES",
+    "BUDGET_RTOL",
+    "DESIGN_ARCHITECTURES",
+    "OBJECT_STORE",
+    "ON_DEMAND",
+    "SINGLE_ANCHOR",
+    "TIERING",
+    "Candidates",
+    "CheckpointNeeds",
+    "Config",
+    "build_candidates",
+    "cluster_of",
+    "cluster_words",
+    "hourly_cost",
+    "node_limits",
+    "throughput",
+    "within_budget",
+    "worker_cost",
+]
+
 # The architectures' names, as configurations, Parquet and JSON spell them.
 SINGLE_ANCHOR = arch.SINGLE_ANCHOR.name
 TIERING = arch.TIERING.name

@@ -36,6 +36,25 @@ from deepvm.planner.candidates import (
 )
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
 
+__all__ = [
+    "CONSTRAINTS",
+    "Budget",
+    "CheckpointMemory",
+    "Constraint",
+    "Limit",
+    "NetworkSaturation",
+    "RemoteQuota",
+    "UsageRows",
+    "Violation",
+    "WorkerQuota",
+    "admitted_by_constraints",
+    "quota_of",
+    "remote_nodes_needed",
+    "usage",
+    "usage_matrix",
+    "violations",
+]
+
 
 def remote_nodes_needed(
     n: npt.ArrayLike,

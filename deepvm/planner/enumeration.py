@@ -31,6 +31,18 @@ from deepvm.planner.candidates import BUDGET_RTOL, CheckpointNeeds
 from deepvm.planner.constraints import remote_nodes_needed
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, IntArray, Offers
 
+__all__ = [
+    "NO_REMOTE_CAP",
+    "SCORE_RTOL",
+    "RemoteSides",
+    "best_per_budget",
+    "budget_limit",
+    "remote_sides",
+    "remote_upper_bounds",
+    "top_candidates",
+    "undominated_remotes",
+]
+
 # Scores this close (relative) count as equal; the cheaper cluster wins.
 SCORE_RTOL = 1e-7
 # Bound on a remote type's node count when neither quota nor budget bounds it.

@@ -24,6 +24,8 @@ from deepvm.planner.candidates import (
 from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
 
+__all__ = ["best_configs", "enumerate_feasible"]
+
 
 def enumerate_feasible(
     offers: Offers,

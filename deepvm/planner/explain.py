@@ -20,6 +20,8 @@ from deepvm.planner.constraints import violations
 if TYPE_CHECKING:
     from deepvm.planner.policies import Planner
 
+__all__ = ["FASTER_BUDGET_STEPS", "Alternative", "binding", "cheaper", "faster"]
+
 # Budgets tried, as multiples of the job's, for the next faster cluster.
 FASTER_BUDGET_STEPS = (1.25, 1.5, 2.0, 4.0)
 

@@ -45,6 +45,16 @@ from deepvm.planner.architectures import REGISTRY, Checkpoints, code
 from deepvm.planner.candidates import CheckpointNeeds, Config
 from deepvm.planner.offers import FloatArray, Offers
 
+__all__ = [
+    "HOURS_PER_MONTH",
+    "CheckpointCosts",
+    "Risk",
+    "config_risk",
+    "hourly_hazards",
+    "object_store_usd_per_hour",
+    "risk",
+]
+
 HOURS_PER_MONTH = 730.0
 
 

@@ -20,6 +20,20 @@ import numpy as np
 
 from deepvm.base.config import DEFAULT_TIME_LIMIT_S as DEFAULT_TIME_LIMIT_S
 
+__all__ = [
+    "ERROR",
+    "INFEASIBLE",
+    "LIMIT_NO_INCUMBENT",
+    "LIMIT_WITH_INCUMBENT",
+    "OPTIMAL",
+    "Deadline",
+    "FloatArray",
+    "GrowingLP",
+    "Solution",
+    "quiet_stdout",
+    "solve",
+]
+
 FloatArray = np.ndarray
 
 # The planner's statuses for a solve.

@@ -24,6 +24,8 @@ from deepvm.planner.architectures import REGISTRY, architecture
 from deepvm.planner.candidates import Candidates, Config, throughput
 from deepvm.planner.offers import FloatArray, Offers
 
+__all__ = ["RISK_OBJECTIVES", "candidate_scores", "check_objective", "config_objective"]
+
 # Objectives that price preemption, and so may plan all-spot object-store clusters.
 RISK_OBJECTIVES = (Objective.GOODPUT, Objective.COST)
 

@@ -23,6 +23,16 @@ from deepvm.performance.flopp import Published, node_throughput
 from deepvm.performance.overhead import SaturationModel, SpeedupModel, resolve_models
 from deepvm.performance.workloads import WORKLOADS, Workload
 
+__all__ = [
+    "DEFAULT_INTERRUPTION_BUCKET",
+    "GIB_TO_GB",
+    "REMOTE_MEMORY_FRACTION",
+    "FloatArray",
+    "IntArray",
+    "Offers",
+    "build_offers",
+]
+
 GIB_TO_GB = 1.073741824
 # What a spot type without a published rate is planned as (deepvm.performance.preemption).
 DEFAULT_INTERRUPTION_BUCKET = ">20%"

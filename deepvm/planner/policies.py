@@ -63,6 +63,17 @@ from deepvm.planner.objectives import (
 )
 from deepvm.planner.offers import FloatArray, Offers
 
+__all__ = [
+    "BASELINE_SOLVER",
+    "OPTIMISED_POLICIES",
+    "SOLVER_NAME",
+    "Planner",
+    "Recommendation",
+    "cheapest_cluster",
+    "check_policies",
+    "infeasible_budget_error",
+]
+
 OPTIMISED_POLICIES = (Policy.DEEPVM, Policy.DEEPVM_NOSCALE, Policy.ON_DEMAND)
 # The solver names recommendations carry: every candidate evaluated exactly
 # (deepvm.planner.enumeration), or a baseline policy's rule.

@@ -25,6 +25,17 @@ from deepvm.performance.flopp import THROUGHPUT_COLUMNS
 from deepvm.planner.api import InputFiles, Inputs, StoredInputs
 from deepvm.store import Store
 
+__all__ = [
+    "advisor_feed",
+    "catalog_from_store",
+    "fitted_overhead_table",
+    "latest_measurements",
+    "load_inputs",
+    "price_snapshot",
+    "read_stored",
+    "store_scaling",
+]
+
 
 def load_inputs(
     *,

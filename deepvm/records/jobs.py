@@ -15,6 +15,17 @@ from deepvm.model.cluster import parse_words
 from deepvm.performance.workloads import WORKLOADS, Workload
 from deepvm.planner.fleet.types import PRIORITY_RANGE, RegisteredJob, Running
 
+__all__ = [
+    "FLEET_KEYS",
+    "OLD_KEYS",
+    "OPTIONAL",
+    "REQUIRED",
+    "RETIRED_KEYS",
+    "default_scenarios_path",
+    "load_scenarios",
+    "log",
+]
+
 log = logging.getLogger("deepvm")
 
 REQUIRED = ("name", "workload", "budget")

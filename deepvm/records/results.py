@@ -23,6 +23,25 @@ from deepvm.planner.api import RecommendResult
 from deepvm.planner.fleet.types import FleetPlan
 from deepvm.store import Store
 
+__all__ = [
+    "NIGHTLY",
+    "RUN_KINDS",
+    "WHATIF_WRITER",
+    "WHAT_IF",
+    "default_scenario",
+    "fleet_frame",
+    "read_nightly",
+    "recommendations_frame",
+    "today_utc",
+    "write_benchmarks",
+    "write_fits",
+    "write_fleet",
+    "write_flopp",
+    "write_parquet_atomic",
+    "write_recommendations",
+    "write_scaling",
+]
+
 NIGHTLY = "nightly"
 WHAT_IF = "what-if"
 RUN_KINDS = (NIGHTLY, WHAT_IF)

@@ -23,6 +23,17 @@ from deepvm.model.cluster import Cluster
 from deepvm.planner.fleet.types import DECISION_COLUMNS, RegisteredJob, Running
 from deepvm.store import Store
 
+__all__ = [
+    "TABLE",
+    "Adopted",
+    "adopt",
+    "finish",
+    "moves_tonight",
+    "running_jobs",
+    "started_time",
+    "with_running",
+]
+
 TABLE = "running"
 
 

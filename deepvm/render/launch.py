@@ -46,6 +46,21 @@ from deepvm.checkpoint.protocol import (
 )
 from deepvm.model.cluster import cluster_words
 
+__all__ = [
+    "ANCHOR_DIR",
+    "MEMORY_DIR",
+    "RDZV_PORT",
+    "REMOTE_WHEEL_DIR",
+    "TIER_MEMORY_SHARE",
+    "Task",
+    "how_to_launch",
+    "render",
+    "sky_tasks",
+    "task_paths",
+    "train_command",
+    "write_sky_yaml",
+]
+
 RDZV_PORT = 29500  # torchrun's static rendezvous on rank 0
 REMOTE_WHEEL_DIR = "/tmp/deepvm-dist"  # where a node finds the uploaded wheel
 # The share of a tier node's memory its versions may fill: what the planner

@@ -12,6 +12,18 @@ import pandas as pd
 
 from deepvm.base.errors import DeepvmError
 
+__all__ = [
+    "backtest_figure",
+    "check_available",
+    "compare_figure",
+    "fit_figure",
+    "plot_backtest",
+    "plot_compare",
+    "plot_fits",
+    "plot_sweep",
+    "sweep_figure",
+]
+
 
 def _pyplot():
     try:

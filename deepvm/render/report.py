@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from deepvm.nightly.prices import PriceRefresh
     from deepvm.planner.fleet.types import FleetPlan
 
+__all__ = ["change_report_markdown", "fleet_markdown", "recommendations_markdown", "work_line"]
+
 
 def _hours_or_never(value: object) -> str:
     if value is None or pd.isna(value):

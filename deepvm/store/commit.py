@@ -42,6 +42,25 @@ if TYPE_CHECKING:
 
     from deepvm.store.core import Store
 
+__all__ = [
+    "COMMIT_FILES_MAX",
+    "COMMIT_KEY",
+    "KEYS_KEY",
+    "Key",
+    "Transaction",
+    "commit",
+    "commit_started",
+    "compact_commits",
+    "conform",
+    "key_rows",
+    "keys_predicate",
+    "new_commit_id",
+    "restore",
+    "row_dates",
+    "sql_text",
+    "write_table",
+]
+
 
 Key = tuple[str, str | None, str]  # table, date (None: an undated table), writer
 COMMIT_FILES_MAX = 32  # the commits table is rewritten into one file at this many

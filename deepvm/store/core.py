@@ -58,6 +58,8 @@ from deepvm.store.location import Location, locate
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+__all__ = ["Store", "StoreLike"]
+
 
 class Store:
     """A store in a local folder or under an object-store prefix. Inside

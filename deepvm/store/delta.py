@@ -19,6 +19,21 @@ from deepvm.store.location import Location
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+__all__ = [
+    "COMMIT_RETRIES",
+    "STATS_PROPERTY",
+    "T",
+    "call",
+    "check_version",
+    "create_table",
+    "is_conflict",
+    "open_table",
+    "retrying",
+    "stats_columns",
+    "store_error",
+    "table_properties",
+]
+
 T = TypeVar("T")
 COMMIT_RETRIES = 20  # commits that lose a race to another writer are retried this often
 _FIX = "run `deepvm store check` to see what is wrong"

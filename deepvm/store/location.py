@@ -21,6 +21,16 @@ from pathlib import Path
 from deepvm.base.config import DEFAULT_STORE, ENV_STORE
 from deepvm.base.errors import StoreError
 
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "ENV_TIMEOUT",
+    "Location",
+    "locate",
+    "request_timeout",
+    "store_uri",
+    "timeout_s",
+]
+
 ENV_TIMEOUT = "DEEPVM_STORE_TIMEOUT"  # seconds for any one store operation, retries included
 DEFAULT_TIMEOUT_S = 60.0
 _SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss")

@@ -32,6 +32,8 @@ from deepvm.store.core import Store
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+__all__ = ["OPEN_MONTH_FILES", "CompactReport", "StoreCheck", "check_store", "compact"]
+
 _COMPACT_WRITER = "compact"
 
 

@@ -18,6 +18,8 @@ from deepvm.planner.constraints import usage as cluster_usage
 from deepvm.planner.fleet.options import JobState
 from deepvm.planner.fleet.types import JobPlan
 
+__all__ = ["VALUE_RTOL", "check", "explain", "labels", "quota_limit", "usage"]
+
 # Values this close (relative) to the solo optimum count as reaching it.
 VALUE_RTOL = 1e-7
 

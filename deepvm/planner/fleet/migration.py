@@ -31,6 +31,17 @@ from dataclasses import dataclass
 from deepvm.base.config import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
 from deepvm.base.config import Objective
 
+__all__ = [
+    "GB_TO_GBIT",
+    "HORIZON_H",
+    "MigrationCost",
+    "MoveDecision",
+    "Side",
+    "decide",
+    "migration_cost",
+    "work_left",
+]
+
 GB_TO_GBIT = 8.0
 # Where a job gives no total work: the work a night's plan is for, the next 24 h on
 # its running cluster (the nightly plans again tomorrow).

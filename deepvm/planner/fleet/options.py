@@ -23,6 +23,8 @@ from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
 from deepvm.planner.policies import Planner
 
+__all__ = ["JobOptions", "JobState", "PlannerRows", "job_options", "planner_rows", "undominated"]
+
 
 @dataclass(frozen=True)
 class JobOptions:

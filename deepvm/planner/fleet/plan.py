@@ -55,6 +55,8 @@ from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, infeasible_budget_error
 
+__all__ = ["SOLVER", "plan_fleet"]
+
 SOLVER = "HiGHS fleet"
 
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from deepvm.planner.offers import FloatArray
 
+__all__ = ["PASSES", "TOLERANCE", "RoundingState", "fits_each", "rounded_plan"]
+
 TOLERANCE = 1e-9  # relative: a limit this close to full still holds
 PASSES = 10  # local-search passes at most; each gains or stops
 

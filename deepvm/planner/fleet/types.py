@@ -14,6 +14,18 @@ from deepvm.base.config import JobSpec
 from deepvm.model.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.planner.policies import Recommendation
 
+__all__ = [
+    "DECISION_COLUMNS",
+    "PRIORITY_RANGE",
+    "FleetPlan",
+    "JobPlan",
+    "QuotaUse",
+    "RegisteredJob",
+    "Running",
+    "RunningDecision",
+    "deadline_words",
+]
+
 # Priorities weigh values of at most 1 in one objective that HiGHS solves to a
 # relative precision of about 1e-9: the largest over the smallest stays within 1e6.
 PRIORITY_RANGE = (1e-3, 1e3)
