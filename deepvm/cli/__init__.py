@@ -23,7 +23,7 @@ from deepvm.cli import (
     simulate,
     store,
 )
-from deepvm.cli.common import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
+from deepvm.cli.arguments import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.store.location import request_timeout
 
 __all__ = ["COMMANDS", "build_parser", "main", "run"]

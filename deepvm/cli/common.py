@@ -1,15 +1,15 @@
-"""What every command shares: option types and groups, the store a command
-uses, output helpers, and the input and job options of the planning commands."""
+"""What the commands share beyond argument types (``deepvm.cli.arguments``) and
+output (``deepvm.cli.output``): the option groups (inputs, the job, the jobs file,
+timeouts), the store a command uses, checked before any work, and the job and
+planner inputs built from the options."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
 from deepvm.base.config import (
     DEFAULT_CHECKPOINT_VERSIONS,
@@ -20,37 +20,26 @@ from deepvm.base.config import (
     DEFAULT_TOP,
     DEFAULT_WORKLOAD,
     ENV_STORE,
-    MAX_CHECKPOINT_GB,
     MAX_DEADLINE_H,
-    MAX_HOURLY_COST,
-    MAX_NAME_LENGTH,
-    MAX_NODES_CAP,
-    MAX_RESTART_S,
-    MAX_WORK_FLOPS,
 )
 from deepvm.base.errors import DeepvmError
+from deepvm.cli.arguments import (
+    CHECKPOINT_GB,
+    MAX_TIMEOUT_S,
+    MIN_GAIN,
+    NODE_COUNT,
+    POSITIVE,
+    RESTART_S,
+    SMALL_COUNT,
+    WORK_FLOPS,
+    number,
+    path_text,
+)
 from deepvm.cli.listing import add_format
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
 __all__ = [
-    "BUDGET",
-    "CHECKPOINT_GB",
-    "EXIT_BAD_INPUT",
-    "FLAG_NAMES",
-    "MAX_LOCAL_RANKS",
-    "MAX_SIMULATED_RUNS",
-    "MAX_STEPS",
-    "MAX_TIMEOUT_S",
-    "MIN_GAIN",
-    "NODE_COUNT",
-    "NON_NEGATIVE",
     "PLANNING_OPTIONS",
-    "POSITIVE",
-    "RESTART_S",
-    "SMALL_COUNT",
-    "TEAM_BUDGET",
-    "WORK_FLOPS",
-    "Parser",
     "add_inputs",
     "add_job",
     "add_jobs_file",
@@ -60,119 +49,13 @@ __all__ = [
     "add_timeout",
     "check_output_path",
     "check_outputs",
-    "date_text",
-    "flag_name",
     "job_from_args",
-    "join_negative_values",
-    "name_text",
-    "number",
-    "path_text",
     "planner_inputs",
     "price_timeout",
     "regions_list",
     "store_location",
     "writable_store",
 ]
-
-EXIT_BAD_INPUT = 2
-# Caps on what one command may ask for (a request past them is a mistake, and
-# would run for hours or exhaust memory).
-MAX_SIMULATED_RUNS = 1_000_000
-MAX_STEPS = 100_000
-MAX_TIMEOUT_S = 3600.0
-MAX_LOCAL_RANKS = 64
-
-# The library's parameter names as the CLI spells them (errors name the flag).
-FLAG_NAMES = {
-    "policies": "--policy",
-    "work_flops": "--work",
-    "time_limit_s": "--time-limit",
-    "snapshot_date": "--date",
-    "timeout_s": "--timeout",
-    "team_budget": "--team-budget",
-}
-
-
-def flag_name(param: str) -> str:
-    return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
-
-
-class Parser(argparse.ArgumentParser):
-    """Usage errors as one ``deepvm: error:`` line (exit 2), like every other error."""
-
-    def error(self, message: str) -> NoReturn:
-        hint = f" (see '{self.prog} --help')"
-        self.exit(EXIT_BAD_INPUT, f"deepvm: error: {message}{hint}\n")
-
-
-def number(
-    *,
-    gt: float | None = None,
-    ge: float | None = None,
-    lt: float | None = None,
-    le: float | None = None,
-    integer: bool = False,
-) -> Callable[[str], float]:
-    """An argparse type: a finite number within bounds (NaN and inf refused);
-    ``integer`` accepts 1e3 but not 1.5."""
-    bounds = [
-        f"{op} {limit:,.10g}"
-        for op, limit in ((">", gt), (">=", ge), ("<", lt), ("<=", le))
-        if limit is not None
-    ]
-    kind = "a whole number" if integer else "a finite number"
-    wanted = kind + (" " + " and ".join(bounds) if bounds else "")
-
-    def parse(text: str) -> Any:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        ok = math.isfinite(value) and not (integer and value != int(value))
-        ok = ok and (gt is None or value > gt) and (ge is None or value >= ge)
-        ok = ok and (lt is None or value < lt) and (le is None or value <= le)
-        if not ok:
-            raise argparse.ArgumentTypeError(f"{text!r} must be {wanted}")
-        return int(value) if integer else value
-
-    return parse
-
-
-def date_text(text: str) -> str:
-    """An argparse type: a YYYY-MM-DD date."""
-    from deepvm.base.names import check_date
-
-    try:
-        return check_date(text)
-    except DeepvmError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be a date as YYYY-MM-DD, e.g. 2026-12-03"
-        ) from None
-
-
-def name_text(text: str) -> str:
-    """An argparse type: a name that becomes a store file name (not blank, not over-long)."""
-    if not text.strip() or len(text) > MAX_NAME_LENGTH:
-        raise argparse.ArgumentTypeError(
-            f"{text[:40]!r} is {len(text)} characters long; use 1 to {MAX_NAME_LENGTH}"
-        )
-    return text
-
-
-def path_text(text: str) -> str:
-    """An argparse type: a file or folder path, not empty (an empty one would read
-    as not given)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is empty: give a path")
-    return text
-
-
-POSITIVE = number(gt=0)
-BUDGET = number(gt=0, le=MAX_HOURLY_COST)  # USD/h
-TEAM_BUDGET = number(ge=0, le=MAX_HOURLY_COST)  # USD/h: 0 allowed (nothing runs)
-WORK_FLOPS = number(gt=0, le=MAX_WORK_FLOPS)
-# A running job's least gain to move: a share of the remaining time or cost, 0 to 1.
-MIN_GAIN = number(ge=0, le=1)
 
 
 class _JobsFile(argparse.Action):
@@ -209,30 +92,6 @@ def add_min_gain(p: argparse.ArgumentParser) -> None:
         help="a running job (deepvm adopt) moves only when the move saves more than this "
         f"share of its remaining time or cost (default: {DEFAULT_MIN_GAIN:g})",
     )
-
-
-CHECKPOINT_GB = number(ge=0, le=MAX_CHECKPOINT_GB)
-RESTART_S = number(ge=0, le=MAX_RESTART_S)
-NON_NEGATIVE = number(ge=0)
-SMALL_COUNT = number(ge=1, le=1000, integer=True)  # --top, checkpoint versions
-NODE_COUNT = number(ge=1, le=MAX_NODES_CAP, integer=True)
-
-
-def join_negative_values(argv: list[str]) -> list[str]:
-    """``--opt -1e9`` and ``--budgets -1:3:1`` as ``--opt=-1e9``: argparse takes a
-    value that starts with '-' for an option unless it looks like a plain number."""
-    out: list[str] = []
-    for token in argv:
-        if (
-            out
-            and out[-1].startswith("--")
-            and "=" not in out[-1]
-            and re.match(r"^-(?:[\d.]|inf|nan)", token, re.IGNORECASE)
-        ):
-            out[-1] = f"{out[-1]}={token}"
-        else:
-            out.append(token)
-    return out
 
 
 # The input options that shape a plan but not its prices (the nightly's own).

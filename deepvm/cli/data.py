@@ -11,12 +11,10 @@ from deepvm.base.config import (
 )
 from deepvm.base.config import SPOT_ADVISOR_URL as ADVISOR_URL
 from deepvm.base.errors import DeepvmError
+from deepvm.cli.arguments import NON_NEGATIVE, date_text, path_text
 from deepvm.cli.common import (
-    NON_NEGATIVE,
     add_store_timeout,
     add_timeout,
-    date_text,
-    path_text,
     price_timeout,
     regions_list,
     store_location,

@@ -11,16 +11,14 @@ from typing import Any
 
 from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
 from deepvm.base.errors import DeepvmError
+from deepvm.cli.arguments import TEAM_BUDGET, date_text, number
 from deepvm.cli.common import (
-    TEAM_BUDGET,
     add_inputs,
     add_jobs_file,
     add_min_gain,
     add_store_timeout,
     add_time_limit,
     check_output_path,
-    date_text,
-    number,
     planner_inputs,
     store_location,
     writable_store,

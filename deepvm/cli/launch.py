@@ -13,12 +13,11 @@ from typing import Any
 
 from deepvm.base.config import DEFAULT_TOP
 from deepvm.base.errors import InputError
+from deepvm.cli.arguments import BUDGET, number
 from deepvm.cli.common import (
-    BUDGET,
     add_inputs,
     add_job,
     add_jobs_file,
-    number,
     planner_inputs,
     store_location,
     writable_store,

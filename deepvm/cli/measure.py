@@ -14,17 +14,8 @@ from deepvm.base.config import (
     DEFAULT_BENCH_WARMUP,
 )
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.common import (
-    MAX_LOCAL_RANKS,
-    MAX_STEPS,
-    add_store_timeout,
-    check_output_path,
-    name_text,
-    number,
-    path_text,
-    store_location,
-    writable_store,
-)
+from deepvm.cli.arguments import MAX_LOCAL_RANKS, MAX_STEPS, name_text, number, path_text
+from deepvm.cli.common import add_store_timeout, check_output_path, store_location, writable_store
 from deepvm.cli.output import print_json, progress, table_text
 
 __all__ = [

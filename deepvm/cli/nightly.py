@@ -8,16 +8,14 @@ import sys
 from typing import TYPE_CHECKING, Any, cast
 
 from deepvm.base.config import SPOT_ADVISOR_URL
+from deepvm.cli.arguments import TEAM_BUDGET, date_text, path_text
 from deepvm.cli.common import (
     PLANNING_OPTIONS,
-    TEAM_BUDGET,
     add_inputs,
     add_jobs_file,
     add_min_gain,
     add_timeout,
     check_outputs,
-    date_text,
-    path_text,
     price_timeout,
     regions_list,
     store_location,

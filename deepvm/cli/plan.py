@@ -16,16 +16,14 @@ from deepvm.base.config import (
     MAX_SWEEP_BUDGETS,
 )
 from deepvm.base.errors import DeepvmError, InputError
+from deepvm.cli.arguments import BUDGET, SMALL_COUNT, name_text
 from deepvm.cli.common import (
-    BUDGET,
-    SMALL_COUNT,
     add_inputs,
     add_job,
     add_store_timeout,
     check_output_path,
     check_outputs,
     job_from_args,
-    name_text,
     planner_inputs,
     store_location,
     writable_store,

@@ -14,20 +14,19 @@ from deepvm.base.config import (
     DEFAULT_WORKLOAD,
     MAX_DEADLINE_H,
     MAX_HOURLY_COST,
+    MAX_NODES_CAP,
 )
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.common import (
+from deepvm.cli.arguments import (
     CHECKPOINT_GB,
-    MAX_NODES_CAP,
     MAX_SIMULATED_RUNS,
     NODE_COUNT,
     RESTART_S,
     SMALL_COUNT,
     WORK_FLOPS,
-    add_inputs,
     number,
-    planner_inputs,
 )
+from deepvm.cli.common import add_inputs, planner_inputs
 from deepvm.cli.output import print_json
 
 __all__ = ["add_parsers", "cmd_simulate"]
