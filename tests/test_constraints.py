@@ -132,9 +132,10 @@ def test_a_new_limit_is_one_class_that_every_check_and_explanation_follows(monke
 
     from deepvm.base.config import JobSpec
     from deepvm.planner import constraints
-    from deepvm.planner.api import Inputs, recommend
+    from deepvm.planner.api import recommend
     from deepvm.planner.fleet.plan import plan_fleet
     from deepvm.planner.fleet.types import RegisteredJob
+    from deepvm.planner.inputs import Inputs
 
     @dataclass(frozen=True)
     class FourNodes(constraints.Limit):

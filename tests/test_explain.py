@@ -11,7 +11,7 @@ from deepvm.catalog import load_catalog
 from deepvm.catalog.quotas import load_quotas
 from deepvm.cli import main
 from deepvm.planner import recommend
-from deepvm.planner.api import Inputs
+from deepvm.planner.inputs import Inputs
 from tests.helpers import whole
 
 

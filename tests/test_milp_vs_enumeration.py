@@ -212,7 +212,7 @@ def test_sweep_equals_enumeration(scenario, objective, method):
 def test_enumerator_agrees_on_the_paper_scenario():
     from tests_paths import PAPER
 
-    from deepvm.planner.api import Inputs
+    from deepvm.planner.inputs import Inputs
 
     inputs = Inputs.load(
         catalog=PAPER / "catalog.csv",

@@ -250,8 +250,8 @@ def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, caps
     """Regression: artifact tables were wider than Prefect's content column at
     1440 px and hid their key columns; each table now keeps to TABLE_WIDTH, with
     the long text (clusters in words, reasons) listed below it."""
-    from deepvm.planner.api import Inputs
     from deepvm.planner.fleet.plan import plan_fleet
+    from deepvm.planner.inputs import Inputs
     from deepvm.records.jobs import load_scenarios
     from deepvm.render.report import fleet_markdown, recommendations_markdown
 

@@ -294,7 +294,7 @@ def add_time_limit(p: argparse.ArgumentParser) -> None:
 def planner_inputs(args: argparse.Namespace, store: Any = None) -> Any:
     """The planner's inputs; the store's readers (and pyarrow) load only with a
     store (``store``: the command's, already opened; else the one the options name)."""
-    from deepvm.planner.api import InputFiles, Inputs
+    from deepvm.planner.inputs import InputFiles, Inputs
 
     files: Any = {name: getattr(args, name) for name in InputFiles.__annotations__}
     if store is None:

@@ -23,6 +23,7 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
+from deepvm.cli.launch_files import check_launch_files
 from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.output import (
     dollars_text,
@@ -33,7 +34,6 @@ from deepvm.cli.output import (
     table_text,
     tflops,
 )
-from deepvm.cli.plan import check_launch_files
 from deepvm.model.cluster import cluster_words
 
 __all__ = [

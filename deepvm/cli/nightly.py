@@ -25,7 +25,7 @@ from deepvm.cli.listing import add_format, output_format, render_listing
 from deepvm.cli.output import json_text, print_json, progress
 
 if TYPE_CHECKING:
-    from deepvm.planner.api import InputFiles
+    from deepvm.planner.inputs import InputFiles
 
 __all__ = ["add_backtest_parser", "add_parsers", "cmd_backtest", "cmd_nightly"]
 

@@ -7,7 +7,6 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from deepvm.base.config import (
@@ -21,13 +20,13 @@ from deepvm.cli.common import (
     add_inputs,
     add_job,
     add_store_timeout,
-    check_output_path,
     check_outputs,
     job_from_args,
     planner_inputs,
     store_location,
     writable_store,
 )
+from deepvm.cli.launch_files import check_yaml_path, write_launch_files
 from deepvm.cli.listing import output_format, render_listing
 from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tflops
 from deepvm.model.cluster import CLUSTER_FIELDS, cluster_words
@@ -36,7 +35,6 @@ from deepvm.model.provenance import figures_of, figures_words, outlier_words
 __all__ = [
     "REC_JSON_KEYS",
     "add_parsers",
-    "check_launch_files",
     "cmd_compare",
     "cmd_recommend",
     "cmd_sweep",
@@ -182,7 +180,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
     store = writable_store(store_location(args, required=False))
     if args.sky_yaml is not None:
-        _check_yaml_path(args.sky_yaml)
+        check_yaml_path(args.sky_yaml)
     inputs = planner_inputs(args, store)
     job = job_from_args(args, policies=["deepvm"], workloads=inputs.workloads)
     result = recommend(args.budget, job, inputs=inputs)
@@ -191,7 +189,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     recs: list[dict[str, Any]] = [r.as_dict() for r in result.recommendations]
     text = _recommend_text(args, fmt, result, recs)
     if args.sky_yaml is not None:
-        _write_launch_files(
+        write_launch_files(
             args.sky_yaml, result, result.recommendations[0].as_dict(), job.checkpoint_versions
         )
     written = None
@@ -263,47 +261,6 @@ def _recommend_text(args: argparse.Namespace, fmt: str, result: Any, recs: list[
         f"{result.prices_snapshot}"
     )
     return render_listing(args, recs, columns, [*job, *REC_JSON_KEYS], header=header)
-
-
-def _write_launch_files(path: str, result: Any, first: dict[str, Any], versions: int) -> None:
-    """The first recommendation's SkyPilot tasks, and deepvm's wheel beside them for
-    the nodes; every file checked before any is written."""
-    from deepvm.launcher.wheel import build_wheel
-    from deepvm.render.launch import write_sky_yaml
-
-    check_launch_files(path, first, result.workload)
-    title = (
-        f"deepvm recommend --budget {result.budget:g}: {first['policy']} #{first['rank']} "
-        f"for {result.workload} (objective {result.objective}), prices "
-        f"{result.prices_snapshot}"
-    )
-    wheel = build_wheel(Path(path).resolve().parent)
-    progress(f"wrote {wheel} (deepvm for the nodes)")
-    files = write_sky_yaml(
-        path, first, workload=result.workload, title=title, wheel=wheel, versions=versions
-    )
-    for written in files:
-        progress(f"wrote {written}")
-
-
-def check_launch_files(path: str, rec: dict[str, Any], workload: str, job: str = "") -> None:
-    """Every SkyPilot task file a recommendation needs (deepvm.render.launch), and the
-    wheel beside them, checked before any is written: a half-written launch is half
-    a cluster."""
-    from deepvm.launcher.wheel import wheel_name
-    from deepvm.render.launch import sky_tasks, task_paths
-
-    wheel = Path(path).resolve().parent / wheel_name()
-    roles = [t.role for t in sky_tasks(rec, workload=workload, name="check", wheel=wheel)]
-    for role, where in task_paths(path, roles).items():
-        check_output_path(f"--sky-yaml ({job}{role} task)", str(where))
-    check_output_path(f"--sky-yaml ({job}deepvm wheel)", str(wheel))
-
-
-def _check_yaml_path(path: str) -> None:
-    if not path.endswith((".yaml", ".yml")):
-        raise DeepvmError(f"--sky-yaml {path!r} must end in .yaml")
-    check_output_path("--sky-yaml", path)
 
 
 def _recommend_notes(result: Any, recs: list[dict[str, Any]]) -> None:

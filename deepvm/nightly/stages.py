@@ -33,8 +33,8 @@ from deepvm.nightly.prices import (
     refresh_spot_advisor,
     today,
 )
-from deepvm.planner.api import InputFiles, Inputs
 from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
+from deepvm.planner.inputs import InputFiles, Inputs
 from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 

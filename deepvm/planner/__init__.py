@@ -1,15 +1,9 @@
 """Architecture-level analysis: candidates, their exact evaluation, policies
 (docs/ARCHITECTURE.md, "Planning")."""
 
-from deepvm.planner.api import (
-    Inputs,
-    RecommendResult,
-    SweepResult,
-    compare,
-    recommend,
-    sweep,
-)
+from deepvm.planner.api import RecommendResult, SweepResult, compare, recommend, sweep
 from deepvm.planner.candidates import ARCHITECTURES, CheckpointNeeds, Config
+from deepvm.planner.inputs import Inputs
 from deepvm.planner.policies import POLICIES, Planner, Recommendation
 
 __all__ = [

@@ -22,7 +22,7 @@ from deepvm.catalog.sources import catalog_from_tables
 from deepvm.catalog.spot_advisor import shipped_advisor, with_advisor
 from deepvm.performance.fitting import scaling_points
 from deepvm.performance.flopp import THROUGHPUT_COLUMNS
-from deepvm.planner.api import InputFiles, Inputs, StoredInputs
+from deepvm.planner.inputs import InputFiles, Inputs, StoredInputs
 from deepvm.store import Store
 
 __all__ = [

@@ -11,12 +11,12 @@ from dataclasses import replace
 
 from deepvm.base.errors import InternalError
 from deepvm.catalog.quotas import UNIT_WORDS
-from deepvm.planner.api import Inputs
 from deepvm.planner.candidates import Config, cluster_words, hourly_cost
 from deepvm.planner.constraints import QuotaKey, quota_of, violations
 from deepvm.planner.constraints import usage as cluster_usage
 from deepvm.planner.fleet.options import JobState
 from deepvm.planner.fleet.types import JobPlan
+from deepvm.planner.inputs import Inputs
 
 __all__ = ["VALUE_RTOL", "check", "explain", "labels", "quota_limit", "usage"]
 

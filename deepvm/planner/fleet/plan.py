@@ -33,7 +33,7 @@ import numpy as np
 from deepvm.base.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.base.errors import DeepvmError
 from deepvm.planner import architectures as arch
-from deepvm.planner.api import Inputs, job_planner, job_spec
+from deepvm.planner.api import job_planner, job_spec
 from deepvm.planner.candidates import Config, hourly_cost
 from deepvm.planner.constraints import QuotaKey
 from deepvm.planner.fleet import check as fleet_check
@@ -52,6 +52,7 @@ from deepvm.planner.fleet.options import (
 from deepvm.planner.fleet.program import LEXICOGRAPHIC_RTOL
 from deepvm.planner.fleet.types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
 from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
+from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.policies import Planner, infeasible_budget_error
 
