@@ -21,7 +21,10 @@ def every_module():
         for m in pkgutil.walk_packages(deepvm.__path__, "deepvm.")
         if not m.name.endswith("__main__")  # importing it runs the command line
     ]
-    return [importlib.import_module(n) for n in [*names, "flows.deepvm_flows", "flows.forms"]]
+    return [
+        importlib.import_module(n)
+        for n in [*names, "flows.deepvm_flows", "flows.forms", "flows.runs"]
+    ]
 
 
 def test_every_exception_deepvm_defines_is_a_deepvm_error():

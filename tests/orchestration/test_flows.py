@@ -10,6 +10,7 @@ from deepvm.catalog import sources
 from deepvm.catalog.sources import SnapshotSource
 from deepvm.store import Store
 from flows import deepvm_flows as f
+from flows import runs
 from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
@@ -339,13 +340,13 @@ def test_the_nightly_flow_runs_pipeline_nightly_with_each_stage_a_task(tmp_path,
     from deepvm.nightly import stages as pipeline
 
     ran: list[str] = []
-    real = f._as_task
+    real = runs.as_task
 
     def recording(name, stage, /, *args, **kwargs):
         ran.append(name)
         return real(name, stage, *args, **kwargs)
 
-    monkeypatch.setattr(f, "_as_task", recording)
+    monkeypatch.setattr(runs, "as_task", recording)
     calls: list[object] = []
     nightly = pipeline.nightly
 
