@@ -156,12 +156,12 @@ def nightly(
     """
     from deepvm.catalog.sources import get_source
     from deepvm.performance.workloads import load_workloads
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
 
     logger = get_run_logger()
     date = snapshot_date or pipeline.today()
     registry = load_workloads(workloads_path) if workloads_path else None
-    jobs = load_scenarios(scenarios_path, registry)  # validate before touching the store
+    jobs = load_jobs(scenarios_path, registry)  # validate before touching the store
     get_source(price_source or "snapshot", regions=price_regions, skypilot_csv=skypilot_csv)
     report = pipeline.nightly(
         store_of(store),

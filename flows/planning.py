@@ -235,12 +235,12 @@ def fleet(
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
     """
     from deepvm.performance.workloads import load_workloads
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
 
     opened = store_of(store)
     date = snapshot_date or pipeline.today()
     registry = load_workloads(workloads_path) if workloads_path else None
-    jobs = load_scenarios(scenarios_path, registry)
+    jobs = load_jobs(scenarios_path, registry)
     if not opened.has("prices"):  # a fresh store: start from the snapshot
         refresh_prices_task(opened, "snapshot", date)
     plan = cast(FleetPlan, plan_fleet_task(opened, jobs, date, team_budget, workloads_path))

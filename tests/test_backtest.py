@@ -10,7 +10,7 @@ import pytest
 
 from deepvm.cli import main
 from deepvm.nightly.backtest import backtest, write_synthetic
-from deepvm.records.jobs import load_scenarios
+from deepvm.records.jobs import load_jobs
 from deepvm.store import Store
 from tests.helpers import whole
 
@@ -21,7 +21,7 @@ MARGIN = 0.10  # the README's: aware within 10 % of naive, never 10 % worse than
 def replay(request, tmp_path_factory):
     store = Store.open(str(tmp_path_factory.mktemp(f"seed{request.param}")))
     write_synthetic(store, 30, seed=request.param, start="2026-11-01")
-    result = backtest(store, load_scenarios(None))
+    result = backtest(store, load_jobs(None))
     totals = result.rows.groupby("policy")[["work_flops", "cost_usd", "moves", "hours_lost"]].sum()
     totals["per_usd"] = totals["work_flops"] / totals["cost_usd"]
     return request.param, store, result, totals
@@ -108,7 +108,7 @@ def test_a_move_costs_its_stall_and_the_work_lost_since_the_checkpoint():
     from deepvm.nightly.backtest import NIGHT_S, _night, _price_tonight, _side
     from deepvm.planner.fleet.migration import migration_cost
 
-    job = next(j for j in load_scenarios(None) if j.spec.work_flops is None)
+    job = next(j for j in load_jobs(None) if j.spec.work_flops is None)
     job = dataclasses.replace(job, spec=dataclasses.replace(job.spec, top=8))
     found = recommend(job.budget, job.spec, explain=False)
     recs = found.recommendations

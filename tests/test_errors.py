@@ -78,9 +78,9 @@ def test_a_plan_that_fails_its_own_check_is_a_bug_not_a_solver_error(monkeypatch
     with pytest.raises(InternalError, match="failed verification"):
         from deepvm.planner import Inputs
         from deepvm.planner.fleet.plan import plan_fleet
-        from deepvm.records.jobs import load_scenarios
+        from deepvm.records.jobs import load_jobs
 
-        plan_fleet(load_scenarios(scenarios), Inputs.load())
+        plan_fleet(load_jobs(scenarios), Inputs.load())
     assert main(["fleet", "--jobs", str(scenarios)]) == 70
     err = capsys.readouterr().err
     assert "failed verification" in err and "a bug in deepvm" in err

@@ -11,7 +11,7 @@ import deepvm
 from deepvm.base.config import JOB_OPTIONS, JobSpec
 from deepvm.base.errors import InputError, ParameterError
 from deepvm.cli import main
-from deepvm.records.jobs import OPTIONAL, load_scenarios
+from deepvm.records.jobs import OPTIONAL, load_jobs
 
 
 @pytest.mark.parametrize(
@@ -39,13 +39,13 @@ def test_the_scenarios_file_takes_every_job_option_by_name(tmp_path):
         '[[job]]\nname = "j"\nworkload = "gpt2"\nbudget = 6.0\nrestart_s = 600\n'
         "max_nodes = 32\ntop = 2\n"
     )
-    (job,) = load_scenarios(path)
+    (job,) = load_jobs(path)
     assert job.spec == JobSpec(
         workload="gpt2", restart_s=600, max_nodes=32, top=2, policies=("all",)
     )
     path.write_text('[[job]]\nname = "j"\nworkload = "gpt2"\nbudget = 6.0\nmax_nodes = 0\n')
     with pytest.raises(InputError, match=r"job 1 \(j\): max_nodes 0 must be a whole number"):
-        load_scenarios(path)
+        load_jobs(path)
 
 
 def test_cli_and_library_plan_the_same_job(capsys):
@@ -73,10 +73,10 @@ def test_the_scenarios_file_reads_the_old_names_of_work_and_deadline(tmp_path, c
     new, old = tmp_path / "new.toml", tmp_path / "old.toml"
     new.write_text(head + "work_flops = 2.8e18\ndeadline_h = 12\n")
     old.write_text(head + "total_work = 2.8e18\ndeadline_hours = 12\n")
-    (by_new,) = load_scenarios(new)
+    (by_new,) = load_jobs(new)
     assert not caplog.records
     with caplog.at_level("WARNING", logger="deepvm"):
-        (by_old,) = load_scenarios(old)
+        (by_old,) = load_jobs(old)
     assert by_old == by_new and by_new.spec.work_flops == 2.8e18 and by_new.spec.deadline_h == 12
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "total_work is the old name of work_flops" in said

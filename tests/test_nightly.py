@@ -9,7 +9,7 @@ from tests_paths import ROOT
 from deepvm.base.errors import InputError
 from deepvm.cli import main
 from deepvm.nightly.stages import change_report, refresh_prices
-from deepvm.records.jobs import load_scenarios
+from deepvm.records.jobs import load_jobs
 from deepvm.store import Store, describe_tables
 from tests.helpers import whole
 
@@ -94,13 +94,13 @@ def test_bad_scenarios(tmp_path, capsys, text, message):
     path = tmp_path / "jobs.toml"
     path.write_text(text)
     with pytest.raises(InputError, match=re.escape(message)):
-        load_scenarios(path)
+        load_jobs(path)
     assert main(["nightly", "--store", str(tmp_path / "s"), "--jobs", str(path)]) == 2
     assert not (tmp_path / "s").exists()
 
 
 def test_shipped_scenarios_load():
-    jobs = load_scenarios()
+    jobs = load_jobs()
     assert {j.name for j in jobs} == {
         "resnet50-3usd",
         "gpt2-6usd",
@@ -124,7 +124,7 @@ def test_scenario_work_and_deadline_are_checked(tmp_path, extra, message):
     path = tmp_path / "s.toml"
     path.write_text(f'[[job]]\nname = "a"\nworkload = "resnet50"\nbudget = 3.0\n{extra}\n')
     with pytest.raises(InputError, match=message):
-        load_scenarios(path)
+        load_jobs(path)
 
 
 def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):

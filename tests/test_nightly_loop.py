@@ -252,7 +252,7 @@ def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, caps
     the long text (clusters in words, reasons) listed below it."""
     from deepvm.planner.fleet.plan import plan_fleet
     from deepvm.planner.inputs import Inputs
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
     from deepvm.render.report import fleet_markdown, recommendations_markdown
 
     assert main(["adopt", "gpt2-6usd", "--store", store, "--rank", "3", "-q"]) == 0
@@ -264,7 +264,7 @@ def test_every_artifact_table_fits_prefects_content_column(store, tmp_path, caps
     deadline = recs[recs["scenario"] == "resnet50-90-epochs-by-deadline"]
     documents = {
         "change report": night,
-        "fleet": fleet_markdown(plan_fleet(load_scenarios(), Inputs.load())),
+        "fleet": fleet_markdown(plan_fleet(load_jobs(), Inputs.load())),
         "recommendations": recommendations_markdown("r", deadline),
     }
     for name, text in documents.items():

@@ -85,7 +85,7 @@ def add_parsers(sub: Any) -> None:
 def cmd_fleet(args: argparse.Namespace) -> int:
     from deepvm.base.errors import SolverError
     from deepvm.planner.fleet.plan import plan_fleet
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
 
     if args.sky_yaml is not None:
         check_output_path("--sky-yaml", args.sky_yaml, folder=True)
@@ -96,7 +96,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
         store = Store.open(uri)
     inputs = planner_inputs(args, store=store)
-    jobs = load_scenarios(args.scenarios, inputs.workloads)
+    jobs = load_jobs(args.scenarios, inputs.workloads)
     if store is not None:  # jobs that run (deepvm adopt) weigh moving against staying
         from deepvm.records.running import with_running
 

@@ -229,11 +229,11 @@ def _fleet_target(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The registered job's cluster in the store's newest fleet plan, checked
     against the store's newest catalog."""
     from deepvm.launcher import Target
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
 
     store = writable_store(store_location(args, required=True))
     inputs = planner_inputs(args, store=store)
-    specs = {j.name: j for j in load_scenarios(args.scenarios, inputs.workloads)}
+    specs = {j.name: j for j in load_jobs(args.scenarios, inputs.workloads)}
     if args.job not in specs:
         raise InputError(
             f"job {args.job!r} is not registered; the registered jobs: {', '.join(sorted(specs))}"

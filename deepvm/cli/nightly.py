@@ -100,11 +100,11 @@ def add_parsers(sub: Any) -> None:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from deepvm.nightly.stages import nightly
     from deepvm.performance.workloads import load_workloads
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
     from deepvm.render.report import change_report_markdown
 
     registry = load_workloads(args.workloads) if args.workloads else None
-    scenarios = load_scenarios(args.scenarios, registry)
+    scenarios = load_jobs(args.scenarios, registry)
     store = writable_store(store_location(args, required=True))
     assert store is not None
     report = nightly(
@@ -229,11 +229,11 @@ def add_backtest_parser(sub: Any) -> None:
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     from deepvm.nightly.backtest import backtest, write_synthetic
-    from deepvm.records.jobs import load_scenarios
+    from deepvm.records.jobs import load_jobs
     from deepvm.store import Store
 
     check_outputs(None, args.plot)
-    jobs = load_scenarios(args.scenarios)
+    jobs = load_jobs(args.scenarios)
     uri = store_location(args, required=True)
     if args.synthetic is not None:
         store = writable_store(uri)

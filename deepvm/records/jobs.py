@@ -21,8 +21,8 @@ __all__ = [
     "OPTIONAL",
     "REQUIRED",
     "RETIRED_KEYS",
-    "default_scenarios_path",
-    "load_scenarios",
+    "default_jobs_path",
+    "load_jobs",
     "log",
 ]
 
@@ -40,18 +40,18 @@ FLEET_KEYS = ("priority", "fleet", "keep_running", "running")
 RETIRED_KEYS = {"time_limit_s": "one job is planned exactly: no solver time limit applies"}
 
 
-def default_scenarios_path() -> Path:
+def default_jobs_path() -> Path:
     return dataset_path("scenarios.toml")
 
 
-def load_scenarios(
+def load_jobs(
     path: str | Path | None = None, workloads: Mapping[str, Workload] | None = None
 ) -> list[RegisteredJob]:
     """Read and validate the jobs; errors name the file and the entry. ``workloads``:
     the names a job may use (default: the sample models; with --workloads, also the
     user's)."""
     registry = workloads if workloads is not None else WORKLOADS
-    source = Path(path) if path is not None else default_scenarios_path()
+    source = Path(path) if path is not None else default_jobs_path()
     if source.is_dir():
         raise InputError(f"scenarios file {str(source)!r} is a folder: give the TOML file")
     try:

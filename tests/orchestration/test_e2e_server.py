@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
-from deepvm.records.jobs import load_scenarios
+from deepvm.records.jobs import load_jobs
 from tests.helpers import whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
@@ -201,8 +201,8 @@ def test_recommend_and_nightly_through_the_api(server):
         run = trigger(api, "nightly", "nightly", {"snapshot_date": "2026-12-01"})
         assert wait_final(api, run, home) == "COMPLETED"
     recs = whole(store, "recommendations").filter("snapshot_date = '2026-12-01'").df()
-    assert set(recs["scenario"]) == {j.name for j in load_scenarios()}  # every registered job
-    assert len(load_scenarios()) == 4
+    assert set(recs["scenario"]) == {j.name for j in load_jobs()}  # every registered job
+    assert len(load_jobs()) == 4
     assert not recs.duplicated(["scenario", "policy", "rank"]).any()
     prices = whole(store, "prices").filter("snapshot_date = '2026-12-01'").count("*").df()
     prices.columns = ["n"]
@@ -214,7 +214,7 @@ def test_recommend_and_nightly_through_the_api(server):
     ).json()
     assert artifacts and "change report" in artifacts[0]["data"]
     fleet = whole(store, "fleet").filter("snapshot_date = '2026-12-01'").df()
-    assert set(fleet["scenario"]) == {j.name for j in load_scenarios()}
+    assert set(fleet["scenario"]) == {j.name for j in load_jobs()}
 
 
 def test_benchmark_fleet_runs_each_type_on_its_own_queue(server):
