@@ -564,3 +564,34 @@ def test_fleet_plan_with_a_running_job_equals_brute_force(case, data):
     kept = first.cluster is not None and first.cluster.identity() == running.cluster.identity()
     expected = "stop" if not first.planned else "stay" if kept else "move"
     assert first.running.decision == expected
+
+
+def test_alike_jobs_take_their_clusters_in_name_order():
+    """Jobs with the same spec, budget and priority plan as one class; its clusters
+    go back to the jobs in name order, each cluster in the tie-break order (the
+    first name takes the first cluster), whatever order the jobs were given in."""
+    from deepvm.planner.fleet.plan import plan_fleet
+    from deepvm.planner.fleet.types import RegisteredJob as Job
+    from deepvm.planner.inputs import Inputs
+
+    inputs = Inputs.load()
+    spec = JobSpec(workload="resnet50")
+    names = ["d-job", "b-job", "a-job", "c-job"]
+    plan = plan_fleet([Job(name, 3.0, spec) for name in names], inputs)
+    clusters = {j.scenario: j.cluster for j in plan.jobs}
+    assert len({c.words() for c in clusters.values()}) > 1  # not all on one cluster
+    offers = inputs.offers("resnet50")
+    keys = []
+    for name in sorted(names):
+        c = clusters[name]
+        worker = next(
+            i for i, t in enumerate(offers.gpu_types)
+            if t == c.worker_type and offers.gpu_region_of(i) == c.region
+        )  # fmt: skip
+        keys.append((offers.gpu_cloud[worker], c.region, c.architecture, c.worker_type,
+                     c.n_workers, c.remote_type or "", c.n_remote))  # fmt: skip
+    assert keys == sorted(keys)
+    again = plan_fleet([Job(name, 3.0, spec) for name in reversed(names)], inputs)
+    assert {j.scenario: j.cluster.identity() for j in again.jobs} == {
+        name: c.identity() for name, c in clusters.items()
+    }
