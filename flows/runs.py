@@ -5,6 +5,7 @@ a refused run as one line."""
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -63,7 +64,15 @@ def refusals_fail_in_one_line(fn: _F) -> _F:
             get_run_logger().error("%s", refused)
             return Failed(message=str(refused), data=refused)
 
+    # The flow's parameter types, resolved in the flow's own module: Prefect builds
+    # the run's form from the wrapper, whose module (this one) does not know them.
+    signature = inspect.signature(fn, eval_str=True)
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__annotations__ = {
+        name: p.annotation
+        for name, p in signature.parameters.items()
+        if p.annotation is not inspect.Parameter.empty
+    }
+    if signature.return_annotation is not inspect.Signature.empty:
+        run.__annotations__["return"] = signature.return_annotation
     return cast(_F, run)
-
-
-# --- tasks: one library call each --------------------------------------------------
