@@ -178,7 +178,8 @@ def test_the_wheel_is_this_machines_deepvm_and_installs_without_an_index(tmp_pat
     )
     with zipfile.ZipFile(first) as built:
         names = set(built.namelist())
-        assert (ROOT / "deepvm" / "launch.py").read_bytes() == built.read("deepvm/render/launch.py")
+        shipped = (ROOT / "deepvm" / "render" / "launch.py").read_bytes()
+        assert shipped == built.read("deepvm/render/launch.py")
     assert {"deepvm/_datasets/catalog-aws.csv", "flows/__init__.py"} <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     target = tmp_path / "site"
