@@ -1,13 +1,16 @@
 """The fleet plan checked and explained, by code apart from the program
 (docs/ARCHITECTURE.md, "For the fleet"): every job's cluster against its own
-model and budget, the shared quotas and the team budget (``check``: a failure is
-a bug); each quota's use (``usage``); and, for a job short of its solo optimum,
-the shared limits its solo cluster would break in this plan (``explain``)."""
+model and budget, and the limits shared jobs draw on together, each an object
+(``SharedLimit``: the quotas, the team budget), so the check and the explanation
+treat them alike (``check``: a failure is a bug); each quota's use (``usage``);
+and, for a job short of its solo optimum, the shared limits its solo cluster
+would break in this plan (``explain``)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import ClassVar, Protocol
 
 from deepvm.base.errors import InternalError
 from deepvm.catalog.quotas import UNIT_WORDS
@@ -17,8 +20,21 @@ from deepvm.planner.constraints import usage as cluster_usage
 from deepvm.planner.fleet.options import JobState
 from deepvm.planner.fleet.types import JobPlan
 from deepvm.planner.inputs import Inputs
+from deepvm.planner.offers import Offers
 
-__all__ = ["VALUE_RTOL", "check", "explain", "labels", "quota_limit", "usage"]
+__all__ = [
+    "VALUE_RTOL",
+    "LimitKey",
+    "QuotaLimits",
+    "SharedLimit",
+    "TeamBudget",
+    "check",
+    "explain",
+    "labels",
+    "quota_limit",
+    "shared_limits",
+    "usage",
+]
 
 # Values this close (relative) to the solo optimum count as reaching it.
 VALUE_RTOL = 1e-7
@@ -29,17 +45,105 @@ def quota_limit(inputs: Inputs, key: QuotaKey) -> float:
     return inputs.quotas.limit(group, market, region)
 
 
+LimitKey = tuple[str, str, str]  # a quota key, or TeamBudget.KEY
+
+
+class SharedLimit(Protocol):
+    """A limit the shared jobs draw on together: what a cluster takes of it, per key
+    (each in its own unit), each key's bound, and its words."""
+
+    def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]: ...
+
+    def bound(self, key: LimitKey) -> float: ...
+
+    def over(self, amount: float, bound: float) -> bool: ...
+
+    def words(self, offers: Offers, config: Config, key: LimitKey) -> str: ...
+
+    def broken(self, key: LimitKey, amount: float) -> str: ...
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """Every quota key, in its unit (vCPUs, or GPUs of a model)."""
+
+    inputs: Inputs
+
+    def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
+        return dict(cluster_usage(offers, config))
+
+    def bound(self, key: LimitKey) -> float:
+        return quota_limit(self.inputs, key)
+
+    def over(self, amount: float, bound: float) -> bool:
+        return amount > bound + 1e-6
+
+    def words(self, offers: Offers, config: Config, key: LimitKey) -> str:
+        quota = quota_of(offers, config, key)
+        assert quota is not None  # the key is one of the cluster's
+        return quota.words(self.bound(key))
+
+    def broken(self, key: LimitKey, amount: float) -> str:
+        unit = UNIT_WORDS[self.inputs.quotas.unit(key[1])]
+        return f"quota {'/'.join(key)}: {amount:g} {unit} > {self.bound(key):g}"
+
+
+@dataclass(frozen=True)
+class TeamBudget:
+    """The shared jobs' hourly cost together, within the team budget."""
+
+    usd_per_hour: float
+    KEY: ClassVar[LimitKey] = ("", "team budget", "")
+
+    def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
+        return {self.KEY: hourly_cost(offers, config)}
+
+    def bound(self, key: LimitKey) -> float:
+        return self.usd_per_hour
+
+    def over(self, amount: float, bound: float) -> bool:
+        return amount > bound * (1 + 1e-9) + 1e-9
+
+    def words(self, offers: Offers, config: Config, key: LimitKey) -> str:
+        return "team budget"
+
+    def broken(self, key: LimitKey, amount: float) -> str:
+        return f"team budget: ${amount:.4f}/h > ${self.usd_per_hour:g}/h"
+
+
+def shared_limits(inputs: Inputs, team_budget: float | None) -> list[SharedLimit]:
+    """The limits shared jobs draw on together: the quotas, and the team budget
+    where there is one."""
+    limits: list[SharedLimit] = [QuotaLimits(inputs)]
+    if team_budget is not None:
+        limits.append(TeamBudget(team_budget))
+    return limits
+
+
+def _fleet_use(
+    limits: list[SharedLimit], work: list[JobState], picks: dict[str, Config | None]
+) -> list[dict[LimitKey, float]]:
+    """Per shared limit, what the shared jobs' planned clusters take of each key."""
+    used: list[dict[LimitKey, float]] = [{} for _ in limits]
+    for w in work:
+        config = picks.get(w.job.name)
+        if config is None or not w.job.shared or w.planner is None:
+            continue
+        for limit, mine in zip(limits, used, strict=True):
+            for key, amount in limit.use(w.planner.offers, config).items():
+                mine[key] = mine.get(key, 0.0) + amount
+    return used
+
+
 def check(
     work: list[JobState],
     picks: dict[str, Config | None],
     inputs: Inputs,
     team_budget: float | None,
 ) -> None:
-    """The plan against every job's own model and budget, the shared quotas and the
-    team budget; a failure is a bug, raised as SolverError."""
+    """The plan against every job's own model and budget, and the shared limits
+    (the quotas, the team budget); a failure is a bug, raised as InternalError."""
     broken: list[str] = []
-    used: dict[QuotaKey, float] = {}
-    total = 0.0
     for w in work:
         config = picks.get(w.job.name)
         if config is None:
@@ -51,18 +155,13 @@ def check(
         budget = math.inf if kept else w.job.budget
         for why in violations(offers, job, config, budget):
             broken.append(f"{w.job.name}: {cluster_words(offers, config)}: {why}")
-        if w.job.shared:
-            total += hourly_cost(offers, config)
-            for key, vcpus in cluster_usage(offers, config).items():
-                used[key] = used.get(key, 0.0) + vcpus
-    for key, amount in used.items():
-        if amount > quota_limit(inputs, key) + 1e-6:
-            unit = UNIT_WORDS[inputs.quotas.unit(key[1])]
-            broken.append(
-                f"quota {'/'.join(key)}: {amount:g} {unit} > {quota_limit(inputs, key):g}"
-            )
-    if team_budget is not None and total > team_budget * (1 + 1e-9) + 1e-9:
-        broken.append(f"team budget: ${total:.4f}/h > ${team_budget:g}/h")
+    limits = shared_limits(inputs, team_budget)
+    for limit, used in zip(limits, _fleet_use(limits, work, picks), strict=True):
+        broken += [
+            limit.broken(key, amount)
+            for key, amount in used.items()
+            if limit.over(amount, limit.bound(key))
+        ]
     if broken:
         raise InternalError("fleet plan failed verification: " + "; ".join(broken))
 
@@ -106,15 +205,13 @@ def explain(
     plans: list[JobPlan],
     work: list[JobState],
     picks: dict[str, Config | None],
-    usage: dict[QuotaKey, tuple[float, float]],
     team_budget: float | None,
     inputs: Inputs,
 ) -> None:
     """``binding`` per job short of its solo optimum: the shared limits its solo
     cluster would break if it replaced the job's planned cluster in this plan."""
-    total = sum(
-        p.cluster.hourly_cost for p in plans if p.planned and p.cluster is not None and p.shared
-    )
+    limits = shared_limits(inputs, team_budget)
+    fleet = _fleet_use(limits, work, picks)
     for k, (plan, w) in enumerate(zip(plans, work, strict=True)):
         if not plan.shared or w.solo is None or w.planner is None:
             continue
@@ -122,18 +219,12 @@ def explain(
             continue
         offers = w.planner.offers
         planned = picks.get(w.job.name)
-        mine = cluster_usage(offers, planned) if planned is not None else {}
-        solo = cluster_usage(offers, w.solo)
         reasons = []
-        for key in sorted(solo):
-            after = usage.get(key, (0.0, 0.0))[0] - mine.get(key, 0.0) + solo[key]
-            if after > quota_limit(inputs, key) + 1e-6:
-                quota = quota_of(offers, w.solo, key)
-                assert quota is not None  # the key is one of the solo cluster's
-                reasons.append(quota.words(quota_limit(inputs, key)))
-        if team_budget is not None:
-            mine_cost = plan.cluster.hourly_cost if plan.cluster is not None else 0.0
-            solo_cost = plan.solo.hourly_cost if plan.solo is not None else 0.0
-            if total - mine_cost + solo_cost > team_budget * (1 + 1e-9) + 1e-9:
-                reasons.append("team budget")
+        for limit, used in zip(limits, fleet, strict=True):
+            mine = limit.use(offers, planned) if planned is not None else {}
+            solo = limit.use(offers, w.solo)
+            for key in sorted(solo):
+                after = used.get(key, 0.0) - mine.get(key, 0.0) + solo[key]
+                if limit.over(after, limit.bound(key)):
+                    reasons.append(limit.words(offers, w.solo, key))
         plans[k] = replace(plan, binding="; ".join(reasons) or None)

@@ -139,7 +139,7 @@ def plan_fleet(
         fleet_check.check(work, picks, inputs, team_budget)
     plans = [_job_plan(w, picks, has_plan, status, solve_s, min_gain) for w in work]
     usage = fleet_check.usage(work, picks)
-    fleet_check.explain(plans, work, picks, usage, team_budget, inputs)
+    fleet_check.explain(plans, work, picks, team_budget, inputs)
     snapshot = inputs.catalog.snapshot
     labels = fleet_check.labels(work, picks)
     return FleetPlan(
