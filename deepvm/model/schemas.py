@@ -398,7 +398,8 @@ def to_arrow(
 
 
 TABLE_DOCS = {
-    "instances": "instance types and their specs (one file per price source)",
+    "instances": "instance types and their specs, the rows of each price source under its "
+    "own writer",
     "prices": "USD per hour per instance type, market and zone; `stale` marks a snapshot "
     "carried forward because the source failed",
     "spot_advisor": "AWS's Spot Instance Advisor feed per fetch: the interruption bucket and "
