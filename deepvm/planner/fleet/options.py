@@ -112,7 +112,7 @@ def job_options(
     every = every if every is not None else planner_rows(planner)
     within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
     points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
-    # A running job's candidates are valued net of moving (fleet_running): a cluster
+    # A running job's candidates are valued net of moving (planner.fleet.running): a cluster
     # dominated on its score may be worth more than its dominator after the move.
     kept = within[undominated(points)] if prune else within
     c = planner.candidates
