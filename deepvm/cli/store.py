@@ -271,21 +271,10 @@ def _store_sql(args: argparse.Namespace) -> int:
 
 
 def _store_export(store: Any, args: argparse.Namespace) -> int:
-    from deepvm.model.schemas import TABLES
     from deepvm.store.export import export_table
 
-    _known_table(args.table, commits=False)
-    for name in ("since", "until"):
-        if getattr(args, name):
-            check_date(getattr(args, name), name)
-    if (args.since or args.until) and TABLES[args.table][0] is None:
-        raise ParameterError(
-            "since" if args.since else "until",
-            args.since or args.until,
-            f"applies to dated tables only; {args.table!r} has no dates",
-        )
     store.check_legacy = True
-    progress(f"exporting {args.table} of {store.uri} to {args.out} ...")
+    # export_table checks the table and dates before it reads or writes anything
     done = export_table(
         store,
         args.table,
@@ -293,7 +282,7 @@ def _store_export(store: Any, args: argparse.Namespace) -> int:
         args.format,
         since=args.since,
         until=args.until,
-        on_date=lambda day: progress(f"  {day}"),
+        on_date=lambda day: progress(f"exported {args.table} of {day} to {args.out}"),
     )
     if args.json:
         print_json(

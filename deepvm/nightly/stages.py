@@ -337,7 +337,7 @@ def nightly(
     compacted (``compact``). With ``spot_advisor_url`` the night also fetches the
     Spot Instance Advisor feed (a failure keeps the store's newest) before planning.
     ``planning``: the input files and filters the plans take (quotas, cloud,
-    region, ...: deepvm.planner.api.InputFiles), as ``deepvm fleet`` takes them."""
+    region, ...: deepvm.planner.inputs.InputFiles), as ``deepvm fleet`` takes them."""
     from deepvm.records.inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")

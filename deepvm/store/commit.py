@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import uuid
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ __all__ = [
     "Transaction",
     "commit",
     "commit_started",
+    "commits_present",
     "compact_commits",
     "conform",
     "key_rows",
@@ -250,6 +252,20 @@ def key_rows(
     return data.filter(pa.array(keep, pa.bool_()))
 
 
+def commits_present(data: pa.Table, column: str | None) -> dict[tuple[str, str], Counter[str]]:
+    """Per (date, writer) of ``data`` (rows with the date, writer and commit
+    columns), its rows per commit ("" is the date of an undated table)."""
+    out: dict[tuple[str, str], Counter[str]] = {}
+    for d, w, c in zip(
+        row_dates(data, column),
+        data.column(WRITER).to_pylist(),
+        data.column(COMMIT_ID).to_pylist(),
+        strict=True,
+    ):
+        out.setdefault((d or "", w), Counter())[c] += 1
+    return out
+
+
 def row_dates(data: pa.Table, column: str | None) -> list[str | None]:
     """Each row's date as ISO text (None for an undated table)."""
     if column is None:
@@ -330,21 +346,14 @@ def _winners_in_place(store: Store, tx: Transaction, table: str, found: DeltaTab
     present_rows = delta.call(
         store.location, f"reading table {table!r} of", lambda: key_rows(found, table, keys, columns)
     )
-    present: dict[tuple[str, str], set[str]] = {}
-    for d, w, c in zip(
-        row_dates(present_rows, column),
-        present_rows.column(WRITER).to_pylist(),
-        present_rows.column(COMMIT_ID).to_pylist(),
-        strict=True,
-    ):
-        present.setdefault((d or "", w), set()).add(c)
+    present = commits_present(present_rows, column)
     won = store.winners(table)
     mine: list[Key] = []
     theirs: dict[int, list[Key]] = {}
     for key in keys:
         pair = (key[1] or "", key[2])
         winner = won.get(pair)
-        if winner is None or present.get(pair, set()) == {winner[0]}:
+        if winner is None or set(present.get(pair, ())) == {winner[0]}:
             continue
         if winner[0] == tx.commit_id:
             mine.append(key)

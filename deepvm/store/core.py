@@ -358,35 +358,25 @@ class Store:
             f"reading table {table!r} of",
             lambda: found.to_pyarrow_table(filters=filters),
         )
-        keys = {
-            _key(d, w, c)
-            for d, w, c in zip(winners["date"], winners[WRITER], winners[COMMIT_ID], strict=True)
-        }
-        present = [
-            _key(d, w, c)
-            for d, w, c in zip(
-                row_dates(data, column),
-                data.column(WRITER).to_pylist(),
-                data.column(COMMIT_ID).to_pylist(),
-                strict=True,
-            )
-        ]
-        mask = pc.is_in(
-            pa.array(present, pa.string()), value_set=pa.array(sorted(keys), pa.string())
+        won = dict(
+            zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
         )
+        pairs = [
+            (d or "", w)
+            for d, w in zip(row_dates(data, column), data.column(WRITER).to_pylist(), strict=True)
+        ]
+        keep = [
+            won.get(pair) == c
+            for pair, c in zip(pairs, data.column(COMMIT_ID).to_pylist(), strict=True)
+        ]
         schema = table_schema(table)
-        parts = [conform(data.filter(mask), schema)]
+        parts = [conform(data.filter(pa.array(keep, pa.bool_())), schema)]
         # A run killed after its write of this table and before its commit point
         # replaced a winner's rows; a later commit's version pins past it. Those rows
         # are read where the winner left them (compaction restores them in place).
-        shadowed = {k.rsplit("\x1f", 1)[0] for k in set(present) - keys} - {
-            k.rsplit("\x1f", 1)[0] for k in set(present) & keys
-        }
+        shadowed = set(pairs) - {pair for pair, k in zip(pairs, keep, strict=True) if k}
         lost = winners[
-            [
-                f"{d}\x1f{w}" in shadowed
-                for d, w in zip(winners["date"], winners[WRITER], strict=True)
-            ]
+            [(d, w) in shadowed for d, w in zip(winners["date"], winners[WRITER], strict=True)]
         ]
         for version, group in lost.groupby("table_version"):
             parts.append(self._rows_at(table, int(version), group))
@@ -429,11 +419,6 @@ class Store:
         if column is not None and not len(out):
             out[column] = pd.Series(dtype="object")
         return out
-
-
-def _key(date: str | None, writer: str, commit_id: str) -> str:
-    """(date, writer, commit) as one string; no date (instances) is ""."""
-    return f"{date or ''}\x1f{writer}\x1f{commit_id}"
 
 
 StoreLike = str | os.PathLike[str] | Store

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deepvm.base.errors import ParameterError
 from deepvm.base.names import check_date
@@ -81,10 +82,9 @@ def export_table(
     for month in sorted({d[:7] for d in dates}):
         days = [d for d in dates if d[:7] == month]
         rows = store.rows(table, days)
-        values = rows.column(column).cast(pa.string()).to_pylist()
+        values = rows.column(column).cast(pa.string())
         for day in days:
-            mask = pa.array([v == day for v in values], pa.bool_())
-            part = rows.filter(mask)
+            part = rows.filter(pc.equal(values, day))
             target = folder / table / f"{day}.{fmt}"
             _write(part, target, fmt)
             files.append(str(target))

@@ -22,6 +22,7 @@ from deepvm.store.commit import (
     KEYS_KEY,
     Key,
     commit_started,
+    commits_present,
     compact_commits,
     new_commit_id,
     restore,
@@ -171,9 +172,7 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
     )
     if not data.num_rows:
         return 0
-    frame = data.to_pandas()
-    frame["date"] = [d.isoformat() for d in frame[column]] if column else ""
-    counts = frame.groupby(["date", WRITER, COMMIT_ID]).size()
+    counts = commits_present(data, column)
     completed = set(store.completed_commits()[COMMIT_ID])
     winner = store.winners(table)
 
@@ -186,8 +185,7 @@ def _reconcile(store: Store, table: str, horizon: pd.Timestamp, retain_hours: fl
     deletes: list[str] = []
     restores: dict[int, list[Key]] = {}
     removed = 0
-    for (date, writer), group in counts.groupby(level=[0, 1]):
-        present = dict(zip(group.index.get_level_values(2), group.to_numpy(), strict=True))
+    for (date, writer), present in counts.items():
         best = winner.get((date, writer))
         others = [c for c in present if best is None or c != best[0]]
         if not others or not all(finished(c) for c in others):
