@@ -8,10 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from deepvm.base.config import ALL_POLICIES, MAX_HOURLY_COST
+from deepvm.base.config import ALL_POLICIES, DEFAULT_WORKLOAD, MAX_HOURLY_COST, POLICIES
 from deepvm.base.errors import ParameterError
-from deepvm.performance.workloads import DEFAULT_WORKLOAD, WorkloadName, parse_work
-from deepvm.planner.policies import POLICIES
+from deepvm.performance.workloads import WorkloadName, parse_work
 from deepvm.records.jobs import OLD_KEYS
 
 __all__ = [

@@ -15,6 +15,7 @@ from deepvm.base.config import (
 )
 from deepvm.base.errors import SourceUnavailableError
 from deepvm.nightly import stages as pipeline
+from deepvm.nightly.prices import refresh_spot_advisor, today
 from deepvm.render.report import change_report_markdown, fleet_markdown
 from flows import runs
 from flows.forms import (
@@ -73,7 +74,7 @@ def refresh_prices(
         spot_advisor_url: for source spot-advisor, the feed (default: AWS's public URL).
     """
     if source == "spot-advisor":
-        advisor = pipeline.refresh_spot_advisor(
+        advisor = refresh_spot_advisor(
             store_of(store),
             spot_advisor_url,
             snapshot_date=snapshot_date,
@@ -159,7 +160,7 @@ def nightly(
     from deepvm.records.jobs import load_jobs
 
     logger = get_run_logger()
-    date = snapshot_date or pipeline.today()
+    date = snapshot_date or today()
     registry = load_workloads(workloads_path) if workloads_path else None
     jobs = load_jobs(scenarios_path, registry)  # validate before touching the store
     get_source(price_source or "snapshot", regions=price_regions, skypilot_csv=skypilot_csv)

@@ -18,7 +18,7 @@ from deepvm.base.config import (
     Objective,
 )
 from deepvm.base.errors import ParameterError
-from deepvm.nightly import stages as pipeline
+from deepvm.nightly.prices import today
 from deepvm.performance.workloads import WorkloadName, parse_work, training_work
 from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
 from deepvm.render.report import fleet_markdown, recommendations_markdown
@@ -238,7 +238,7 @@ def fleet(
     from deepvm.records.jobs import load_jobs
 
     opened = store_of(store)
-    date = snapshot_date or pipeline.today()
+    date = snapshot_date or today()
     registry = load_workloads(workloads_path) if workloads_path else None
     jobs = load_jobs(scenarios_path, registry)
     if not opened.has("prices"):  # a fresh store: start from the snapshot

@@ -8,6 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from deepvm.nightly import stages as pipeline
+from deepvm.nightly.prices import PriceRefresh, refresh_prices
 from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
 from deepvm.records.results import WHAT_IF
 from deepvm.store import Store
@@ -29,9 +30,9 @@ def refresh_prices_task(
     regions: list[str] | None = None,
     timeout_s: float = pipeline.DEFAULT_PRICE_TIMEOUT_S,
     skypilot_csv: str | None = None,
-) -> pipeline.PriceRefresh:
+) -> PriceRefresh:
     # The library retries the source with backoff and falls back to the last snapshot.
-    return pipeline.refresh_prices(
+    return refresh_prices(
         store,
         source,
         snapshot_date=snapshot_date,

@@ -1,10 +1,14 @@
 """How deep deepvm's import graph is (issue 38's "levels"): the longest chain of
-project modules importing one another, with function-level imports and without,
+the package's modules importing one another, counted in imports (a module that
+imports none is level 0), at module level and with function-level imports too,
 and how many entries stand at the top of ``deepvm/``.
 
     python scripts/import_levels.py [TREE]   (default: this checkout)
 
-TYPE_CHECKING imports do not count (they never run); a circle counts once.
+TYPE_CHECKING imports do not count (they never run); a circle counts once. A
+package's ``__init__`` only re-exports its modules, so it is no level of its own
+(counted so, the tree issue 38 was filed on, 5189275, has 12 levels). flows/
+stands above the package and is left out.
 """
 
 from __future__ import annotations
@@ -59,26 +63,44 @@ def graph(root: Path, *, function_level: bool) -> dict[str, set[str]]:
     return out
 
 
-def levels(edges: dict[str, set[str]]) -> int:
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The package's modules only: no flows/, no ``__init__`` (see the docstring)."""
+
+    def counted(module: str) -> bool:
+        return module.startswith("deepvm/") and not module.endswith("/__init__.py")
+
+    return {m: {t for t in targets if counted(t)} for m, targets in edges.items() if counted(m)}
+
+
+def longest_chain(edges: dict[str, set[str]]) -> tuple[str, ...]:
+    """The longest chain of modules, each importing the next."""
     sys.setrecursionlimit(10_000)
 
     @functools.cache
-    def depth(module: str, seen: frozenset[str] = frozenset()) -> int:
+    def chain(module: str, seen: frozenset[str] = frozenset()) -> tuple[str, ...]:
         if module in seen:
-            return 0
-        below = [depth(t, seen | {module}) for t in edges.get(module, ())]
-        return 1 + max(below, default=0)
+            return ()
+        below = [chain(t, seen | {module}) for t in sorted(edges.get(module, ()))]
+        return (module, *max(below, key=len, default=()))
 
-    return max((depth(m) for m in edges), default=0)
+    return max((chain(m) for m in sorted(edges)), key=len, default=())
+
+
+def levels(edges: dict[str, set[str]]) -> int:
+    """Imports in the longest chain."""
+    return max(len(longest_chain(edges)) - 1, 0)
 
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
-    with_functions = graph(root, function_level=True)
+    with_functions = package_graph(graph(root, function_level=True))
+    module_level = package_graph(graph(root, function_level=False))
     top = [p for p in (root / "deepvm").iterdir() if p.name != "__pycache__"]
-    print(f"{len(with_functions)} modules; {len(top)} entries at the top of deepvm/")
+    print(f"{len(module_level)} modules; {len(top)} entries at the top of deepvm/")
+    print(f"levels, module-level imports: {levels(module_level)}")
+    print("  " + " -> ".join(longest_chain(module_level)))
     print(f"levels with function-level imports: {levels(with_functions)}")
-    print(f"levels, module-level imports only: {levels(graph(root, function_level=False))}")
+    print("  " + " -> ".join(longest_chain(with_functions)))
 
 
 if __name__ == "__main__":

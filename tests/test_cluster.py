@@ -8,8 +8,7 @@ import pytest
 
 from deepvm.model.cluster import CLUSTER_FIELDS, Cluster, cluster_words
 from deepvm.model.schemas import table_schema
-from deepvm.planner.explain import Alternative
-from deepvm.planner.policies import Recommendation
+from deepvm.planner.recommendation import Alternative, Recommendation
 
 
 @pytest.mark.parametrize("table", ["recommendations", "fleet"])

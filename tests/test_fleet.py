@@ -444,7 +444,7 @@ def test_negative_team_budget_is_a_usage_error(capsys):
 
 def test_no_prices_on_or_before_the_date_is_named(tmp_path):
     from deepvm.base.errors import InputError
-    from deepvm.nightly.stages import refresh_prices
+    from deepvm.nightly.prices import refresh_prices
     from deepvm.records.inputs import catalog_from_store
 
     refresh_prices(Store.open(tmp_path), "snapshot", snapshot_date="2026-12-02")

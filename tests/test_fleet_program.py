@@ -19,6 +19,15 @@ from deepvm.planner.fleet import program as fleet_program
 DATA = Path(__file__).parent / "data"
 
 
+def solve(weight, cost, owner, usage, capacity, team_budget, time_limit_s, count=None):
+    """The program with the team budget as one more row of cost, as the fleet's
+    shared limits build it (deepvm.planner.fleet.check.TeamBudget.columns)."""
+    if team_budget is not None:
+        usage = sp.vstack([sp.csr_matrix(usage), sp.csr_matrix(cost)]).tocsr()
+        capacity = np.append(capacity, team_budget)
+    return fleet_program.solve(weight, cost, owner, usage, capacity, time_limit_s, count=count)
+
+
 def brute_force(weight, cost, owner, usage, capacity, team_budget, count):
     """(value, cost) of the best plan: every multiset of each class's columns."""
     dense = np.asarray(usage.todense()) if sp.issparse(usage) else np.asarray(usage)
@@ -79,7 +88,7 @@ def programs(draw):
 @given(programs())
 def test_the_program_finds_the_best_then_the_cheapest_plan(case):
     weight, cost, owner, usage, capacity, budget, count = case
-    result = fleet_program.solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
+    result = solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
     assert_best(result, weight, cost, owner, usage, capacity, budget, count)
 
 
@@ -91,9 +100,9 @@ def test_a_class_of_alike_jobs_plans_as_its_jobs_one_by_one():
     usage = rng.integers(0, 4, size=(keys, n)).astype(float) * 8
     weight, cost = rng.uniform(0.5, 1.0, n), rng.uniform(0.1, 1.0, n)
     capacity = np.array([40.0, 32.0, 48.0])
-    one = fleet_program.solve(weight, cost, np.zeros(n, dtype=np.int64), sp.csr_matrix(usage),
+    one = solve(weight, cost, np.zeros(n, dtype=np.int64), sp.csr_matrix(usage),
                               capacity, None, 60, count=np.array([3.0]))  # fmt: skip
-    copies = fleet_program.solve(
+    copies = solve(
         np.tile(weight, 3), np.tile(cost, 3), np.repeat(np.arange(3), n),
         sp.csr_matrix(np.tile(usage, 3)), capacity, None, 60,
     )  # fmt: skip
@@ -112,6 +121,6 @@ def test_the_cost_stage_finds_the_cheapest_plan_of_the_best_value():
     case = np.load(DATA / "fleet_program_presolve_case.npz")
     args = (case["weight"], case["cost"], case["owner"], sp.csr_matrix(case["usage"]),
             case["capacity"], float(case["team_budget"]))  # fmt: skip
-    result = fleet_program.solve(*args, 60, count=case["count"])
+    result = solve(*args, 60, count=case["count"])
     assert_best(result, *args, case["count"])
     assert float(case["cost"][result.picked].sum()) == pytest.approx(0.4875)

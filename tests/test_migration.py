@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from deepvm.planner.fleet.migration import DEFAULT_MIN_GAIN, Side, decide, migration_cost
+from deepvm.base.config import DEFAULT_MIN_GAIN
+from deepvm.planner.fleet.migration import Side, decide, migration_cost
 
 # Old: 100 TFLOP/s for $4/h, 10 Gbps, checkpoints every 1,800 s. Work left: 3.6e18
 # FLOPs, i.e. 10 h on the old cluster.

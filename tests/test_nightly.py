@@ -8,7 +8,8 @@ from tests_paths import ROOT
 
 from deepvm.base.errors import InputError
 from deepvm.cli import main
-from deepvm.nightly.stages import change_report, refresh_prices
+from deepvm.nightly.prices import refresh_prices
+from deepvm.nightly.stages import change_report
 from deepvm.records.jobs import load_jobs
 from deepvm.store import Store, describe_tables
 from tests.helpers import whole
@@ -143,7 +144,7 @@ def test_nightly_plans_the_cost_job_with_its_deadline(tmp_path, capsys):
 
 def test_refresh_retries_with_exponential_backoff(tmp_path, monkeypatch):
     from deepvm.catalog import sources
-    from deepvm.nightly.stages import PriceSourceError
+    from deepvm.nightly.prices import PriceSourceError
 
     class Down:
         name = "down"

@@ -38,9 +38,11 @@ __all__ = [
     "MAX_HOURLY_COST",
     "MAX_NAME_LENGTH",
     "MAX_NODES_CAP",
+    "MAX_PEAK_FLOPS",
     "MAX_RESTART_S",
     "MAX_SWEEP_BUDGETS",
     "MAX_WORK_FLOPS",
+    "MIN_PEAK_FLOPS",
     "OBJECTIVES",
     "POLICIES",
     "SPOT_ADVISOR_URL",
@@ -126,7 +128,11 @@ MAX_DEADLINE_H = 1e6  # over a century
 MAX_RESTART_S = 86_400.0  # a day
 MAX_HOURLY_COST = 1e6  # USD/h
 MAX_NODES_CAP = 100_000  # nodes in one cluster (--max-nodes, saturation tables)
-# Names that become store file names (scenarios, instance types) are at most this long.
+# Plausible peak FLOP/s of one node: below 1 GFLOP/s or above 100 PFLOP/s (about
+# 50 eight-GPU B200 nodes) is a unit mistake (TFLOP/s given as FLOP/s, say).
+MIN_PEAK_FLOPS = 1e9
+MAX_PEAK_FLOPS = 1e17
+# Names that become store file names (jobs, instance types) are at most this long.
 MAX_NAME_LENGTH = 120
 
 # Vocabularies every front end validates against.

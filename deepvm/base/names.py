@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from deepvm.base.config import MAX_NAME_LENGTH as MAX_NAME_LENGTH
+from deepvm.base.config import MAX_NAME_LENGTH
 from deepvm.base.errors import InputError, ParameterError
 
 __all__ = ["check_date", "check_name"]

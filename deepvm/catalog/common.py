@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from deepvm.base.config import MAX_PEAK_FLOPS, MIN_PEAK_FLOPS
 from deepvm.base.errors import InputError
 from deepvm.base.tables import (
     Table,
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCELERATOR_PEAK_FLOPS",
     "CATALOG_COLUMNS",
-    "MAX_PEAK_FLOPS",
-    "MIN_PEAK_FLOPS",
     "OPTIONAL_COLUMNS",
     "QUOTA_KEY_COLUMNS",
     "SPOT_OUTLIER_FRACTION",
@@ -149,12 +148,6 @@ class Catalog:
 
     def __len__(self) -> int:
         return len(self.table)
-
-
-# Plausible peak FLOP/s of one node: below 1 GFLOP/s or above 100 PFLOP/s (about
-# 50 eight-GPU B200 nodes) is a unit mistake (TFLOP/s given as FLOP/s, say).
-MIN_PEAK_FLOPS = 1e9
-MAX_PEAK_FLOPS = 1e17
 
 
 QUOTA_KEY_COLUMNS = ("spot_quota_group", "regional_quota_group", "spot_regional_quota_group")
@@ -297,7 +290,7 @@ def with_spot_price(catalog: Catalog, basis: str) -> Catalog:
 
 def _reject_long_names(table: Table, what: str) -> None:
     """Instance types are writers' names in the store (benchmarks, scaling runs)."""
-    from deepvm.base.names import MAX_NAME_LENGTH
+    from deepvm.base.config import MAX_NAME_LENGTH
 
     for name in dict.fromkeys(table["instance_type"]):
         if len(name) > MAX_NAME_LENGTH:

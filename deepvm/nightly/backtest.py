@@ -36,21 +36,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from deepvm.base.config import Objective
+from deepvm.base.config import DEFAULT_MIN_GAIN, Objective
 from deepvm.base.errors import DeepvmError, InputError
 from deepvm.catalog.common import Catalog
 from deepvm.catalog.sources import SnapshotSource
 from deepvm.model.cluster import Cluster
 from deepvm.planner import recommend
-from deepvm.planner.fleet.migration import (
-    DEFAULT_MIN_GAIN,
-    Side,
-    decide,
-    migration_cost,
-    work_left,
-)
+from deepvm.planner.fleet.migration import Side, decide, migration_cost, work_left
 from deepvm.planner.fleet.types import RegisteredJob
-from deepvm.planner.policies import Recommendation
+from deepvm.planner.recommendation import Recommendation
 from deepvm.store import Store
 
 __all__ = [

@@ -28,7 +28,6 @@ from deepvm.nightly.prices import (
     DEFAULT_RETRIES,
     AdvisorRefresh,
     PriceRefresh,
-    PriceSourceError,
     refresh_prices,
     refresh_spot_advisor,
     today,
@@ -39,20 +38,14 @@ from deepvm.store.core import Store
 from deepvm.store.maintenance import CompactReport
 
 __all__ = [
-    "AdvisorRefresh",
     "NightlyReport",
     "PlanOutcome",
-    "PriceRefresh",
-    "PriceSourceError",
     "change_report",
     "compute_flopp",
     "nightly",
     "plan_fleet_stage",
     "refit_if_new",
-    "refresh_prices",
-    "refresh_spot_advisor",
     "replan",
-    "today",
 ]
 
 log = logging.getLogger("deepvm")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from deepvm.base.config import MAX_PEAK_FLOPS
 from deepvm.base.tables import (
     Table,
     as_table,
@@ -33,12 +34,12 @@ from deepvm.base.tables import (
     reject_duplicates,
     text_column,
 )
-from deepvm.catalog import Catalog
-from deepvm.catalog.common import MAX_PEAK_FLOPS
 from deepvm.model.provenance import measured_kind
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from deepvm.catalog.common import Catalog
 
 __all__ = [
     "ANY_WORKLOAD",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from deepvm.base.config import DEFAULT_WORKLOAD as DEFAULT_WORKLOAD
 from deepvm.base.config import MAX_CHECKPOINT_GB, MAX_WORK_FLOPS
 from deepvm.base.errors import ParameterError, UnknownWorkloadError
 

@@ -1,10 +1,12 @@
 """Architecture-level analysis: candidates, their exact evaluation, policies
 (docs/ARCHITECTURE.md, "Planning")."""
 
+from deepvm.base.config import POLICIES
 from deepvm.planner.api import RecommendResult, SweepResult, compare, recommend, sweep
 from deepvm.planner.candidates import ARCHITECTURES, CheckpointNeeds, Config
 from deepvm.planner.inputs import Inputs
-from deepvm.planner.policies import POLICIES, Planner, Recommendation
+from deepvm.planner.policies import Planner
+from deepvm.planner.recommendation import Recommendation
 
 __all__ = [
     "ARCHITECTURES",

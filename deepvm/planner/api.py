@@ -38,10 +38,10 @@ from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import Offers
 from deepvm.planner.policies import (
     Planner,
-    Recommendation,
     check_policies,
     infeasible_budget_error,
 )
+from deepvm.planner.recommendation import Recommendation
 
 if TYPE_CHECKING:
     import pandas as pd

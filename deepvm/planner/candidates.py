@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS as DEFAULT_CHECKPOINT_VERSIONS
-from deepvm.base.config import DEFAULT_MAX_NODES as DEFAULT_MAX_NODES
+from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS, DEFAULT_MAX_NODES
 from deepvm.model.cluster import Cluster
 from deepvm.planner import architectures as arch
 from deepvm.planner.offers import FloatArray, IntArray, Offers

@@ -24,8 +24,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from deepvm.catalog.quotas import NodeQuota
-from deepvm.catalog.quotas import QuotaKey as QuotaKey
+from deepvm.catalog.quotas import NodeQuota, QuotaKey
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import (
     Candidates,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from deepvm.base.config import DEFAULT_MAX_NODES
 from deepvm.catalog.quotas import NodeQuota
 from deepvm.planner.candidates import (
     BUDGET_RTOL,
-    DEFAULT_MAX_NODES,
     DESIGN_ARCHITECTURES,
     OBJECT_STORE,
     ON_DEMAND,

@@ -3,35 +3,26 @@ next faster cluster would be (docs/ARCHITECTURE.md, "For one job").
 
 What binds a cluster is what stops it from growing by one worker node of its
 type, in its architecture: the constraints that cluster with one node more
-breaks (:func:`deepvm.planner.candidates.violations`), with its remote tier
+breaks (:meth:`deepvm.planner.policies.Planner.violations`), with its remote tier
 grown by one node where that alone would carry it; or the node cap; or the
 speedup model, where one node more adds no throughput.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from deepvm.model.cluster import Cluster
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost, throughput
-from deepvm.planner.constraints import violations
+from deepvm.planner.recommendation import Alternative
 
 if TYPE_CHECKING:
     from deepvm.planner.policies import Planner
 
-__all__ = ["FASTER_BUDGET_STEPS", "Alternative", "binding", "cheaper", "faster"]
+__all__ = ["FASTER_BUDGET_STEPS", "binding", "cheaper", "faster"]
 
 # Budgets tried, as multiples of the job's, for the next faster cluster.
 FASTER_BUDGET_STEPS = (1.25, 1.5, 2.0, 4.0)
-
-
-@dataclass(frozen=True)
-class Alternative(Cluster):
-    """Another cluster of the same policy: cheaper than the recommended one, or
-    faster at a larger budget."""
-
-    budget: float  # what it needs: its own cost (cheaper), the larger budget tried (faster)
 
 
 def binding(planner: Planner, config: Config, budget: float) -> str | None:
@@ -42,10 +33,10 @@ def binding(planner: Planner, config: Config, budget: float) -> str | None:
     if n >= planner.max_nodes:
         reasons.append(f"the node cap (max_nodes = {planner.max_nodes} worker nodes)")
     grown = replace(config, n_workers=n + 1)
-    broken = violations(offers, planner.job, grown, budget)
+    broken = planner.violations(grown, budget)
     if config.remote is not None and any(v.relieved_by_remote_node for v in broken):
         wider = replace(grown, n_remote=config.n_remote + 1)
-        broken_wider = violations(offers, planner.job, wider, budget)
+        broken_wider = planner.violations(wider, budget)
         if not any(v.relieved_by_remote_node for v in broken_wider):
             broken = broken_wider  # one remote node more would carry it: what that costs binds
             grown = wider

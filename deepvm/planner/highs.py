@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.base.config import DEFAULT_TIME_LIMIT_S as DEFAULT_TIME_LIMIT_S
+from deepvm.base.config import DEFAULT_TIME_LIMIT_S
 
 __all__ = [
     "ERROR",

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deepvm.base.config import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
-from deepvm.base.config import OBJECTIVES as OBJECTIVES
-from deepvm.base.config import Objective
+from deepvm.base.config import OBJECTIVES, Objective
 from deepvm.base.errors import InputError
 from deepvm.performance.flopp import SECONDS_PER_HOUR
 from deepvm.planner.architectures import REGISTRY, architecture

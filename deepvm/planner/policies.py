@@ -6,24 +6,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
-from deepvm.base.config import POLICIES as POLICIES
-from deepvm.base.config import Objective, Policy
+from deepvm.base.config import DEFAULT_MAX_NODES, POLICIES, Objective, Policy
 from deepvm.base.errors import (
     InfeasibleError,
     InputError,
     InternalError,
     ParameterError,
 )
-from deepvm.model.cluster import CLUSTER_FIELDS, Cluster
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
-    DEFAULT_MAX_NODES,
     DESIGN_ARCHITECTURES,
     ON_DEMAND,
     SINGLE_ANCHOR,
@@ -46,8 +42,8 @@ from deepvm.planner.enumeration import (
     remote_upper_bounds,
     top_candidates,
 )
-from deepvm.planner.explain import Alternative, cheaper, faster
 from deepvm.planner.explain import binding as explain_binding
+from deepvm.planner.explain import cheaper, faster
 from deepvm.planner.goodput import (
     CheckpointCosts,
     config_risk,
@@ -62,13 +58,13 @@ from deepvm.planner.objectives import (
     config_objective,
 )
 from deepvm.planner.offers import FloatArray, Offers
+from deepvm.planner.recommendation import Recommendation
 
 __all__ = [
     "BASELINE_SOLVER",
     "OPTIMISED_POLICIES",
     "SOLVER_NAME",
     "Planner",
-    "Recommendation",
     "cheapest_cluster",
     "check_policies",
     "infeasible_budget_error",
@@ -79,58 +75,6 @@ OPTIMISED_POLICIES = (Policy.DEEPVM, Policy.DEEPVM_NOSCALE, Policy.ON_DEMAND)
 # (deepvm.planner.enumeration), or a baseline policy's rule.
 SOLVER_NAME = "numpy/exact"
 BASELINE_SOLVER = "rule"
-
-
-@dataclass(frozen=True)
-class Recommendation(Cluster):
-    """One ranked cluster of one policy, with everything needed to act on it: the
-    cluster (deepvm.model.cluster.Cluster's fields) and what the planner knows of it."""
-
-    policy: str
-    rank: int
-    objective_value: float
-    # Preemption (deepvm.planner.goodput): expected rate, Young/Daly interval (NaN:
-    # never preempted), efficiency, goodput; makespan and total cost given the work.
-    preemptions_per_h: float
-    checkpoint_interval_s: float
-    efficiency: float
-    goodput_flops: float
-    expected_makespan_h: float
-    expected_total_cost: float
-    overhead_model: str
-    overhead_source: str
-    flops_source: str
-    status: str
-    solver: str
-    solve_s: float
-    # Why it is this size, and the next cheaper / faster cluster (deepvm.planner.explain).
-    binding: str | None = None
-    cheaper: Alternative | None = None
-    faster: Alternative | None = None
-    # Where the figures behind it are from (deepvm.model.provenance; Offers.inputs_of):
-    # flops_source/overhead_source say what kind, these from what and of what date.
-    flops_basis: str = ""
-    flops_date: str | None = None
-    overhead_basis: str = ""
-    overhead_date: str | None = None
-    price_source: str | None = None
-    price_date: str | None = None
-    # Spot nodes only: the interruption bucket and its source, and the spot price
-    # in context: the zone's saving, the region's average, whether it is an outlier.
-    interruption_source: str | None = None
-    interruption_bucket: str | None = None
-    interruption_date: str | None = None
-    spot_saving_pct: float = math.nan
-    regional_saving_pct: float = math.nan
-    spot_outlier: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON contract: policy and rank, the cluster, then the rest."""
-        from dataclasses import asdict
-
-        row = asdict(self)
-        order = ("policy", "rank", *CLUSTER_FIELDS)
-        return {**{k: row[k] for k in order}, **{k: v for k, v in row.items() if k not in order}}
 
 
 def check_policies(policies: Sequence[str]) -> tuple[str, ...]:
@@ -260,6 +204,10 @@ class Planner:
         if arch != TIERING:
             return Config(arch, worker, n)
         return Config(arch, worker, n, *self.remotes.side(worker, n))
+
+    def violations(self, config: Config, budget: float) -> list[Violation]:
+        """The constraints ``config`` breaks for this job at ``budget``."""
+        return violations(self.offers, self.job, config, budget)
 
     def _verified(self, config: Config, budget: float) -> Config:
         """The answer checked against the model, written independently (a failure is a

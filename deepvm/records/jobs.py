@@ -7,10 +7,9 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from deepvm.base.config import JOB_OPTIONS, MAX_HOURLY_COST, JobSpec, Objective
+from deepvm.base.config import JOB_OPTIONS, MAX_HOURLY_COST, MAX_NAME_LENGTH, JobSpec, Objective
 from deepvm.base.datasets import dataset_path
 from deepvm.base.errors import InputError, ParameterError
-from deepvm.base.names import MAX_NAME_LENGTH
 from deepvm.model.cluster import parse_words
 from deepvm.performance.workloads import WORKLOADS, Workload
 from deepvm.planner.fleet.types import PRIORITY_RANGE, RegisteredJob, Running

@@ -30,8 +30,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deepvm.base.config import MAX_NAME_LENGTH
 from deepvm.base.errors import StoreError
-from deepvm.base.names import MAX_NAME_LENGTH, check_date, check_name
+from deepvm.base.names import check_date, check_name
 from deepvm.model.schemas import (
     COMMIT_ID,
     COMMITS,

@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 from deepvm.base.errors import InternalError
-from deepvm.catalog.quotas import UNIT_WORDS
+from deepvm.catalog.quotas import UNIT_WORDS, QuotaKey
 from deepvm.planner.candidates import Config, cluster_words, hourly_cost
-from deepvm.planner.constraints import QuotaKey, quota_of, violations
+from deepvm.planner.constraints import quota_of, violations
 from deepvm.planner.constraints import usage as cluster_usage
-from deepvm.planner.fleet.options import JobState
+from deepvm.planner.fleet.options import JobOptions, JobState
 from deepvm.planner.fleet.types import JobPlan
 from deepvm.planner.inputs import Inputs
-from deepvm.planner.offers import Offers
+from deepvm.planner.offers import FloatArray, Offers
 
 __all__ = [
     "VALUE_RTOL",
@@ -54,6 +54,11 @@ class SharedLimit(Protocol):
 
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]: ...
 
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+        """What each of a job's candidate clusters takes of each key: the keys, and
+        an array of candidates x keys (the fleet program's rows)."""
+        ...
+
     def bound(self, key: LimitKey) -> float: ...
 
     def over(self, amount: float, bound: float) -> bool: ...
@@ -71,6 +76,9 @@ class QuotaLimits:
 
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
         return dict(cluster_usage(offers, config))
+
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+        return list(options.keys), options.usage
 
     def bound(self, key: LimitKey) -> float:
         return quota_limit(self.inputs, key)
@@ -97,6 +105,9 @@ class TeamBudget:
 
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
         return {self.KEY: hourly_cost(offers, config)}
+
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+        return [self.KEY], options.cost[:, None]
 
     def bound(self, key: LimitKey) -> float:
         return self.usd_per_hour

@@ -28,8 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from deepvm.base.config import DEFAULT_MIN_GAIN as DEFAULT_MIN_GAIN
-from deepvm.base.config import Objective
+from deepvm.base.config import DEFAULT_MIN_GAIN, Objective
 
 __all__ = [
     "GB_TO_GBIT",

@@ -11,17 +11,21 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deepvm.base.config import Objective, Policy
+from deepvm.catalog.quotas import QuotaKey
 from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import TIERING, Config
-from deepvm.planner.constraints import QuotaKey, remote_nodes_needed, usage_matrix
+from deepvm.planner.constraints import remote_nodes_needed, usage_matrix
 from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
 from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
-from deepvm.planner.policies import Planner
+
+if TYPE_CHECKING:
+    from deepvm.planner.policies import Planner
 
 __all__ = ["JobOptions", "JobState", "PlannerRows", "job_options", "planner_rows", "undominated"]
 

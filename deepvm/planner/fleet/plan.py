@@ -30,17 +30,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deepvm.base.config import DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
+from deepvm.base.config import DEFAULT_MIN_GAIN, DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
 from deepvm.base.errors import DeepvmError
+from deepvm.catalog.quotas import QuotaKey
 from deepvm.planner import architectures as arch
 from deepvm.planner.api import job_planner, job_spec
 from deepvm.planner.candidates import Config, hourly_cost
-from deepvm.planner.constraints import QuotaKey
 from deepvm.planner.fleet import check as fleet_check
 from deepvm.planner.fleet import program as fleet_program
 from deepvm.planner.fleet import running as fleet_running
 from deepvm.planner.fleet import ties as fleet_ties
-from deepvm.planner.fleet.migration import DEFAULT_MIN_GAIN
 from deepvm.planner.fleet.options import (
     JobOptions,
     JobState,
@@ -258,9 +257,13 @@ def _solve(
         alike = (id(w.options), w.job.priority, w.solo_score) if w.net_weights is None else j
         classes.setdefault(alike, []).append(j)
     members = list(classes.values())
-    keys: dict[QuotaKey, int] = {}
-    starts: list[int] = []
+    # The program's rows, one per key of each shared limit (the quotas, the team
+    # budget): each limit says what each candidate takes of it and its bound.
+    limits = fleet_check.shared_limits(inputs, team_budget)
+    keys: dict[fleet_check.LimitKey, int] = {}
+    capacity: list[float] = []
     key_rows, key_cols, key_vals, weights, costs, owners = [], [], [], [], [], []
+    starts: list[int] = []
     offset = 0
     for c, jobs in enumerate(members):
         w = shared[jobs[0]]
@@ -270,24 +273,29 @@ def _solve(
         owners.append(np.full(len(o), c))
         weights.append(w.weights(_value(w, o.score)))
         costs.append(o.cost)
-        local = [keys.setdefault(key, len(keys)) for key in o.keys]
-        r, col = np.nonzero(o.usage)
-        key_rows.append(np.array(local, dtype=np.int64)[col] if len(local) else col)
-        key_cols.append(offset + r)
-        key_vals.append(o.usage[r, col])
+        for limit in limits:
+            limit_keys, amounts = limit.columns(o)
+            local = []
+            for key in limit_keys:
+                if key not in keys:
+                    keys[key] = len(keys)
+                    capacity.append(limit.bound(key))
+                local.append(keys[key])
+            r, col = np.nonzero(amounts)
+            key_rows.append(np.array(local, dtype=np.int64)[col])
+            key_cols.append(offset + r)
+            key_vals.append(amounts[r, col])
         offset += len(o)
     owner = np.concatenate(owners)
     weight = np.concatenate(weights)
     cost = np.concatenate(costs)
-    quota = np.array([fleet_check.quota_limit(inputs, key) for key in keys])
     usage = sp.csr_matrix(
         (np.concatenate(key_vals), (np.concatenate(key_rows), np.concatenate(key_cols))),
         shape=(len(keys), offset),
     )
+    quota = np.array(capacity)
     count = np.array([len(jobs) for jobs in members], dtype=float)
-    result = fleet_program.solve(
-        weight, cost, owner, usage, quota, team_budget, time_limit_s, count=count
-    )
+    result = fleet_program.solve(weight, cost, owner, usage, quota, time_limit_s, count=count)
     # Each class's picks to its jobs (in name order, the clusters in tie-break
     # order), then, among equal clusters, the documented one (deepvm.planner.fleet.ties).
     job_owner, job_index = [], []

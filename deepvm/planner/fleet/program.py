@@ -1,13 +1,13 @@
 """The fleet's program, apart from jobs and clusters (docs/ARCHITECTURE.md, "For
 the fleet"): arrays in, picks out. Columns are candidate clusters of a class of
 identical jobs (same candidates, weights and costs; ``count`` jobs each); rows
-are "at most ``count`` of a class", every limited shared resource (quota keys,
-in their units) and, optionally, the team budget:
+are "at most ``count`` of a class" and one per key of each shared limit
+(deepvm.planner.fleet.check.SharedLimit: the quota keys in their units, the
+team budget in USD/h), built by the limits themselves:
 
     maximise   sum_k weight_k x_k                  (x_k integer >= 0)
     subject to sum_{k of class c} x_k <= count_c
                sum_k usage[q, k] x_k <= capacity[q]      (every limited key q)
-               sum_k cost_k x_k <= team budget           (if there is one)
 
 then, keeping that value (LEXICOGRAPHIC_RTOL relative), the least total cost.
 
@@ -71,8 +71,7 @@ def solve(
     cost: FloatArray,
     owner: np.ndarray,
     usage: Any,  # scipy.sparse, keys x columns
-    capacity: FloatArray,  # per key; inf: no limit
-    team_budget: float | None,
+    capacity: FloatArray,  # per key (quotas, the team budget); inf: no limit
     time_limit_s: float | Deadline,
     count: np.ndarray | None = None,  # jobs per class (owner); default one each
 ) -> ProgramResult:
@@ -89,9 +88,6 @@ def solve(
     limited = np.flatnonzero(np.isfinite(capacity))
     resources = sp.csr_matrix(usage)[limited]
     bounds = np.asarray(capacity, dtype=float)[limited]
-    if team_budget is not None:
-        resources = sp.vstack([resources, sp.csr_matrix(cost)]).tocsr()
-        bounds = np.append(bounds, team_budget)
     program = _Program(weight, cost, owner, count, resources.tocsc(), bounds, deadline)
     stages: dict[str, float] = {}
     began = time.perf_counter()

@@ -30,11 +30,11 @@ from deepvm.planner import architectures as arch
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost
 from deepvm.planner.constraints import usage_matrix
 from deepvm.planner.enumeration import budget_limit
-from deepvm.planner.fleet.migration import DEFAULT_MIN_GAIN, Side, decide, work_left
+from deepvm.planner.fleet.migration import Side, decide, work_left
 from deepvm.planner.fleet.options import JobOptions, JobState, job_options
-from deepvm.planner.fleet.types import Running, RunningDecision
+from deepvm.planner.fleet.types import RunningDecision
 from deepvm.planner.offers import Offers
-from deepvm.planner.policies import Recommendation
+from deepvm.planner.recommendation import Recommendation
 
 
 def config_of(offers: Offers, cluster: Cluster) -> Config | None:
@@ -196,4 +196,4 @@ def _side(offers: Offers, config: Config, efficiency: float, interval_s: float) 
     )
 
 
-__all__ = ["DEFAULT_MIN_GAIN", "Running", "adjust", "config_of", "decision"]
+__all__ = ["adjust", "config_of", "decision"]

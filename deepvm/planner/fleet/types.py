@@ -12,7 +12,7 @@ from typing import Any
 
 from deepvm.base.config import JobSpec
 from deepvm.model.cluster import CLUSTER_FIELDS, Cluster
-from deepvm.planner.policies import Recommendation
+from deepvm.planner.recommendation import Recommendation
 
 __all__ = [
     "DECISION_COLUMNS",
