@@ -33,7 +33,7 @@ from deepvm.base.errors import DeepvmError
 from deepvm.catalog.common import in_cloud
 from deepvm.performance.workloads import WORKLOADS
 from deepvm.planner import Inputs, recommend
-from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet import _program as fleet_program
 from deepvm.planner.fleet.plan import plan_fleet
 from deepvm.planner.fleet.types import RegisteredJob
 

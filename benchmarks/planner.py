@@ -28,12 +28,11 @@ import pandas as pd
 from deepvm.base.config import POLICIES
 from deepvm.catalog import Catalog, validate_catalog
 from deepvm.catalog.quotas import Quotas
-from deepvm.cli.plan import parse_budgets
-from deepvm.planner import Inputs
+from deepvm.cli._plan import parse_budgets
+from deepvm.planner import Inputs, Planner
+from deepvm.planner._exhaustive import best_configs, enumerate_feasible
 from deepvm.planner.api import checkpoint_needs
 from deepvm.planner.candidates import ON_DEMAND, SINGLE_ANCHOR, hourly_cost, throughput
-from deepvm.planner.exhaustive import best_configs, enumerate_feasible
-from deepvm.planner.policies import Planner
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "datasets" / "scenarios" / "paper"

@@ -1,5 +1,5 @@
 """The second oracle of the single-job planner (the first is the exhaustive
-enumerator, deepvm.planner.exhaustive): the cluster choice as a mixed-integer
+enumerator, deepvm.planner._exhaustive): the cluster choice as a mixed-integer
 linear program (cvxpy + HiGHS), solved apart from the numpy planner that the
 product runs. It lives with the tests because no command needs it.
 
@@ -47,6 +47,14 @@ import numpy as np
 
 from deepvm.base.config import DEFAULT_TIME_LIMIT_S
 from deepvm.base.errors import SolverError
+from deepvm.planner._constraints import violations
+from deepvm.planner._enumeration import (
+    SCORE_RTOL,
+    remote_sides,
+    remote_upper_bounds,
+)
+from deepvm.planner._highs import quiet_stdout
+from deepvm.planner._policies import OPTIMISED_POLICIES, Planner
 from deepvm.planner.architectures import REGISTRY, code
 from deepvm.planner.candidates import (
     BUDGET_RTOL,
@@ -55,15 +63,7 @@ from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
 )
-from deepvm.planner.constraints import violations
-from deepvm.planner.enumeration import (
-    SCORE_RTOL,
-    remote_sides,
-    remote_upper_bounds,
-)
-from deepvm.planner.highs import quiet_stdout
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, Offers
-from deepvm.planner.policies import OPTIMISED_POLICIES, Planner
 
 # Planner statuses (cvxpy's own are mapped onto these, see STATUS_MAP).
 OPTIMAL = "optimal"

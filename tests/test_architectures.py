@@ -8,8 +8,8 @@ import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
 
 from deepvm.planner import architectures as arch
+from deepvm.planner._constraints import violations
 from deepvm.planner.candidates import Config, hourly_cost, node_limits, worker_cost
-from deepvm.planner.constraints import violations
 
 
 def names_broken(*args) -> list[str]:  # type: ignore[no-untyped-def]

@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")  # the bench extra; CI installs it
 
 from deepvm.bench import MissingExtraError, require_torch  # noqa: E402
 from deepvm.bench import run as bench_run  # noqa: E402
-from deepvm.bench.measure import count_step_flops, measure  # noqa: E402
-from deepvm.bench.models import build_model  # noqa: E402
+from deepvm.bench._measure import count_step_flops, measure  # noqa: E402
+from deepvm.bench._models import build_model  # noqa: E402
 from deepvm.cli import main  # noqa: E402
 from deepvm.store import Store  # noqa: E402
 from tests.helpers import whole  # noqa: E402

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from deepvm import checkpoint
-from deepvm.checkpoint.versions import CapacityError, CorruptVersion, VersionFolder
+from deepvm.checkpoint._versions import CapacityError, CorruptVersion, VersionFolder
 
 
 def free_port() -> int:

@@ -359,7 +359,7 @@ def test_the_readmes_command_outputs_are_what_the_commands_print(tmp_path, monke
 
 def test_global_flags_after_the_command_name(capsys, tmp_path):
     """-q and -v work after the command too (they were refused there)."""
-    from deepvm.cli import output
+    from deepvm.cli import _output as output
 
     assert main(["recommend", "--budget", "3", "--json", "-q"]) == 0
     assert output.QUIET is True

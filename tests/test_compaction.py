@@ -14,7 +14,8 @@ from deltalake import DeltaTable
 from helpers import whole
 
 from deepvm.cli import main
-from deepvm.store import Store, commit
+from deepvm.store import Store
+from deepvm.store import _commit as commit
 
 JOBS = """
 [[job]]

@@ -6,6 +6,8 @@ import pytest
 from helpers import cpu_row, gpu_row, job, make_fleet
 from milp_oracle import INFEASIBLE, OPTIMAL, ClusterMILP
 
+from deepvm.planner._constraints import violations
+from deepvm.planner._objectives import candidate_scores
 from deepvm.planner.candidates import (
     ON_DEMAND,
     SINGLE_ANCHOR,
@@ -14,8 +16,6 @@ from deepvm.planner.candidates import (
     build_candidates,
     hourly_cost,
 )
-from deepvm.planner.constraints import violations
-from deepvm.planner.objectives import candidate_scores
 
 
 def names_broken(*args) -> list[str]:  # type: ignore[no-untyped-def]
@@ -131,7 +131,7 @@ def test_a_new_limit_is_one_class_that_every_check_and_explanation_follows(monke
     from dataclasses import dataclass
 
     from deepvm.base.config import JobSpec
-    from deepvm.planner import constraints
+    from deepvm.planner import _constraints as constraints
     from deepvm.planner.api import recommend
     from deepvm.planner.fleet.plan import plan_fleet
     from deepvm.planner.fleet.types import RegisteredJob

@@ -44,7 +44,7 @@ def test_every_exception_deepvm_defines_is_a_deepvm_error():
 def test_the_sources_and_the_tier_errors_are_classified_by_cause():
     from deepvm.catalog.http import SourceUnavailable, TransientSourceError
     from deepvm.catalog.spot_advisor import FeedError
-    from deepvm.checkpoint.versions import CapacityError, CorruptVersion
+    from deepvm.checkpoint._versions import CapacityError, CorruptVersion
     from flows.deepvm_flows import RefusedRun
 
     for unavailable in (SourceUnavailable, TransientSourceError, FeedError, CorruptVersion):
@@ -58,7 +58,7 @@ def test_a_plan_that_fails_its_own_check_is_a_bug_not_a_solver_error(monkeypatch
     """A fleet plan over a quota is deepvm's bug: InternalError, exit 70, a message
     that says so (it was SolverError, 'not a bug', exit 2)."""
     from deepvm.cli import main
-    from deepvm.planner.fleet import program as fleet_program
+    from deepvm.planner.fleet import _program as fleet_program
 
     real = fleet_program.solve
 

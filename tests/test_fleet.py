@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from deepvm.base.config import JobSpec
 from deepvm.catalog.quotas import Quotas
+from deepvm.planner._exhaustive import enumerate_feasible
 from deepvm.planner.api import job_planner
 from deepvm.planner.candidates import DESIGN_ARCHITECTURES, ON_DEMAND, SINGLE_ANCHOR, TIERING
-from deepvm.planner.exhaustive import enumerate_feasible
-from deepvm.planner.fleet.options import undominated
+from deepvm.planner.fleet._options import undominated
 from deepvm.planner.fleet.plan import plan_fleet
 from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.store import Store
@@ -270,7 +270,7 @@ def test_undominated_by_groups_agrees_with_comparing_every_pair():
     every pair on every column keeps."""
     import numpy as np
 
-    from deepvm.planner.fleet.options import _pareto
+    from deepvm.planner.fleet._options import _pareto
 
     rng = np.random.default_rng(3)
     for _ in range(300):

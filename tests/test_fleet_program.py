@@ -1,4 +1,4 @@
-"""The fleet program (deepvm.planner.fleet.program) against brute force, apart from
+"""The fleet program (deepvm.planner.fleet._program) against brute force, apart from
 jobs and clusters: small random programs of classes of alike jobs, shared limits
 of coarse and fine grain, near-ties in value, a team budget or none. The plan must
 be the most valuable, then the cheapest of those, and feasible."""
@@ -14,14 +14,14 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet import _program as fleet_program
 
 DATA = Path(__file__).parent / "data"
 
 
 def solve(weight, cost, owner, usage, capacity, team_budget, time_limit_s, count=None):
     """The program with the team budget as one more row of cost, as the fleet's
-    shared limits build it (deepvm.planner.fleet.check.TeamBudget.columns)."""
+    shared limits build it (deepvm.planner.fleet._check.TeamBudget.columns)."""
     if team_budget is not None:
         usage = sp.vstack([sp.csr_matrix(usage), sp.csr_matrix(cost)]).tocsr()
         capacity = np.append(capacity, team_budget)

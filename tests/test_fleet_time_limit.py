@@ -18,9 +18,10 @@ import pytest
 
 from deepvm.base.config import JobSpec
 from deepvm.cli import main
-from deepvm.planner import Inputs, highs
-from deepvm.planner.fleet import model as fleet_model
-from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner import Inputs
+from deepvm.planner import _highs as highs
+from deepvm.planner.fleet import _model as fleet_model
+from deepvm.planner.fleet import _program as fleet_program
 from deepvm.planner.fleet.plan import plan_fleet
 from deepvm.planner.fleet.types import RegisteredJob
 

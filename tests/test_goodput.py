@@ -24,6 +24,9 @@ from deepvm.performance.preemption import (
     efficiency,
     expected_makespan,
 )
+from deepvm.planner._exhaustive import best_configs, enumerate_feasible
+from deepvm.planner._goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
+from deepvm.planner._policies import Planner
 from deepvm.planner.candidates import (
     ARCHITECTURES,
     OBJECT_STORE,
@@ -33,9 +36,6 @@ from deepvm.planner.candidates import (
     Config,
     throughput,
 )
-from deepvm.planner.exhaustive import best_configs, enumerate_feasible
-from deepvm.planner.goodput import CheckpointCosts, config_risk, object_store_usd_per_hour
-from deepvm.planner.policies import Planner
 from tests.helpers import whole
 
 

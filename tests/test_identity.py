@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from deepvm.bench.identity import aws_instance_type, cloud_instance_type, detect
+from deepvm.bench._identity import aws_instance_type, cloud_instance_type, detect
 
 TOKEN = "AQAEAtoken=="
 

@@ -239,21 +239,74 @@ def test_no_import_circles():
 
 def test_the_circle_check_finds_a_circle_through_a_function_level_import():
     graph = _module_graph()
-    graph["deepvm/store/legacy.py"] = graph["deepvm/store/legacy.py"] | {"deepvm/store/core.py"}
-    assert ["deepvm/store/core.py", "deepvm/store/legacy.py"] in import_circles(graph)
+    graph["deepvm/store/_legacy.py"] = graph["deepvm/store/_legacy.py"] | {"deepvm/store/core.py"}
+    assert ["deepvm/store/_legacy.py", "deepvm/store/core.py"] in import_circles(graph)
+
+
+def package_of(module: str) -> str:
+    """A module's package under deepvm/ (``deepvm.planner`` for
+    ``deepvm.planner.fleet._program``), or flows."""
+    return ".".join(module.split(".")[:2])
+
+
+def is_module(dotted: str) -> bool:
+    path = module_path(dotted)
+    return path is not None and (ROOT / path).exists()
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_imports_another_modules_private_names(path):
-    private = [
-        f"{node.module}.{alias.name}"
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ImportFrom)
-        and (node.module or "").split(".")[0] in ("deepvm", "flows")
-        for alias in node.names
-        if alias.name.startswith("_") and not alias.name.startswith("__")
-    ]
+    """No private name of another module; a private module (``_x.py``) only from
+    within its own package (deepvm/planner/ and its sub-packages are one)."""
+    here = package_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    private = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        if node.module.split(".")[0] not in ("deepvm", "flows"):
+            continue
+        own = package_of(node.module) == here
+        if not own and any(part.startswith("_") for part in node.module.split(".")):
+            private.append(node.module)  # another package's private module
+        for alias in node.names:
+            name = f"{node.module}.{alias.name}"
+            hidden = alias.name.startswith("_") and not alias.name.startswith("__")
+            if hidden and not (own and is_module(name)):
+                private.append(name)
     assert private == []
+
+
+def test_private_modules_are_named_as_such():
+    """A module that nothing outside its package imports is the package's own
+    (``_x.py``); the package's ``__init__`` says what of it is public. The entry
+    points (``python -m``) and the packages' ``__init__`` aside."""
+    entry = {"deepvm/__main__.py", "deepvm/bench/train.py"}
+    graph = _module_graph()
+    for init in (ROOT / "deepvm").rglob("__init__.py"):  # names loaded on first use
+        lazy = re.findall(r'"(deepvm\.[a-z_.]+)"', init.read_text())
+        graph[init.relative_to(ROOT).as_posix()] |= {
+            module_path(m)
+            for m in lazy
+            if is_module(m)  # type: ignore[misc]
+        }
+    users: dict[str, set[str]] = {}
+    for source, targets in graph.items():
+        for target in targets:
+            users.setdefault(target, set()).add(source)
+
+    def package(path: str) -> str:
+        return "/".join(path.split("/")[:2])
+
+    unnamed = [
+        module
+        for module in graph
+        if module.startswith("deepvm/")
+        and module not in entry
+        and not Path(module).name.startswith("_")
+        and package(module) != module
+        and all(package(u) == package(module) for u in users.get(module, ()))
+    ]
+    assert unnamed == []
 
 
 def folder_of(path: str) -> str:

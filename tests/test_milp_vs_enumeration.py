@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from milp_oracle import MilpPlanner
 
 from deepvm.performance.overhead import SaturationModel
+from deepvm.planner._exhaustive import best_configs, enumerate_feasible
+from deepvm.planner._policies import Planner
 from deepvm.planner.candidates import (
     DESIGN_ARCHITECTURES,
     ON_DEMAND,
@@ -18,8 +20,6 @@ from deepvm.planner.candidates import (
     Config,
     hourly_cost,
 )
-from deepvm.planner.exhaustive import best_configs, enumerate_feasible
-from deepvm.planner.policies import Planner
 
 MAX_NODES = 10
 price = st.integers(min_value=50, max_value=30000).map(lambda c: c / 10000)  # $0.005-$3

@@ -12,8 +12,8 @@ from typing import ClassVar
 import pytest
 
 from deepvm.catalog import load_catalog as _load_catalog
-from deepvm.catalog.aws import network_gbps, quota_group
-from deepvm.catalog.azure import classify
+from deepvm.catalog._aws import network_gbps, quota_group
+from deepvm.catalog._azure import classify
 from deepvm.cli import main
 from tests.helpers import whole
 

@@ -376,7 +376,7 @@ def test_json_never_prints_nan(capsys):
 
 
 def test_noisy_benchmark_is_flagged_in_the_stored_rows(tmp_path):
-    from deepvm.bench.measure import Measurement
+    from deepvm.bench._measure import Measurement
     from deepvm.bench.run import BenchmarkResult, benchmark_frame, identify
     from deepvm.records.results import write_benchmarks
 

@@ -65,11 +65,11 @@ def test_time_limit_on_a_single_job_command_is_accepted_and_says_it_does_nothing
 
 
 def test_highs_statuses_of_the_fleet_program():
-    """deepvm.planner.highs: an optimum, an infeasible program, and a time limit."""
+    """deepvm.planner._highs: an optimum, an infeasible program, and a time limit."""
     import numpy as np
     import scipy.sparse as sp
 
-    from deepvm.planner import highs
+    from deepvm.planner import _highs as highs
 
     rows = sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [2.0, 3.0, 4.0]]))
     best = highs.solve(
@@ -100,7 +100,7 @@ def test_a_deadline_stops_highs_by_its_interrupt_callback():
     import numpy as np
     import scipy.sparse as sp
 
-    from deepvm.planner import highs
+    from deepvm.planner import _highs as highs
 
     rng = np.random.default_rng(3)
     n = 40  # a knapsack of several rows: a few callbacks' work, solved in well under 1 s

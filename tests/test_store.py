@@ -119,7 +119,7 @@ def test_store_check_names_every_bad_file(tmp_path, capsys):
 def test_the_commits_table_is_kept_to_a_few_files_without_store_compact(tmp_path, monkeypatch):
     # every reader reads the whole commits table first; a year of `nightly
     # --no-compact` left one file per night there (1.9x the nightly's CPU)
-    import deepvm.store.commit as commit
+    import deepvm.store._commit as commit
 
     monkeypatch.setattr(commit, "COMMIT_FILES_MAX", 4)
     for day in range(1, 11):

@@ -126,7 +126,7 @@ def test_two_nightlies_at_once_each_date_is_one_whole_night(tmp_path, jobs):
 
 KILL_AFTER_APPENDS = """
 import os, signal
-import deepvm.store.commit as commit
+import deepvm.store._commit as commit
 real = commit.write_table
 calls = []
 def append(location, table, *args, **kwargs):
@@ -357,7 +357,7 @@ def test_the_run_that_completes_last_holds_the_table_when_the_other_wrote_last(
     then A's commit point. A is the newest completed commit (deepvm reads it), but
     B's rows landed in the table after A's: A writes its rows again, so a plain
     reader reads A too."""
-    from deepvm.store import commit
+    from deepvm.store import _commit as commit
 
     def rows(run: str) -> pd.DataFrame:
         names = TABLES["scaling"][1].names

@@ -14,8 +14,8 @@ import pandas as pd
 
 from deepvm import __version__
 from deepvm.base.errors import ParameterError
-from deepvm.bench.identity import Hardware, detect
-from deepvm.bench.measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
+from deepvm.bench._identity import Hardware, detect
+from deepvm.bench._measure import DEFAULT_WARMUP, Measurement, default_device, measure, step_dtype
 
 __all__ = [
     "MAX_STEP_SPREAD",

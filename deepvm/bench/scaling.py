@@ -80,8 +80,8 @@ def _train(
     from torch.nn.parallel import DistributedDataParallel
 
     from deepvm import checkpoint
-    from deepvm.bench.measure import autocast
-    from deepvm.bench.models import build_model
+    from deepvm.bench._measure import autocast
+    from deepvm.bench._models import build_model
 
     cuda = torch.cuda.is_available()
     device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if cuda else "cpu"
@@ -244,7 +244,7 @@ def scaling_frame(
     run_id: str | None = None,
 ) -> pd.DataFrame:
     """``scaling`` rows; speedup relative to the one-node duration."""
-    from deepvm.bench.identity import cpu_model
+    from deepvm.bench._identity import cpu_model
 
     base = next(p.duration_s for p in points if p.n_nodes == 1)
     name = instance_type or f"local:{cpu_model()}"
@@ -288,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         dist.destroy_process_group()
     if rank == 0:
-        from deepvm.bench.identity import cloud_instance_type, cpu_model
+        from deepvm.bench._identity import cloud_instance_type, cpu_model
 
         name = args.instance_type or cloud_instance_type() or f"local:{cpu_model()}"
         line = f"{name},{args.workload},{world},{duration:.6f}"

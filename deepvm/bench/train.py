@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torch.nn.parallel import DistributedDataParallel
 
     from deepvm import checkpoint
-    from deepvm.bench.models import build_model
+    from deepvm.bench._models import build_model
     from deepvm.performance.workloads import get_workload
 
     parser = argparse.ArgumentParser(prog="python -m deepvm.bench.train")

@@ -1,5 +1,6 @@
 """Instance types and their prices: where they come from and how they look."""
 
+from deepvm.catalog._snapshot import load_catalog
 from deepvm.catalog.common import (
     CATALOG_COLUMNS,
     Catalog,
@@ -7,7 +8,6 @@ from deepvm.catalog.common import (
     validate_catalog,
     with_interruptions,
 )
-from deepvm.catalog.snapshot import load_catalog
 
 __all__ = [
     "CATALOG_COLUMNS",

@@ -1,6 +1,6 @@
 """Price sources by name (``get_source``): the shipped snapshot or a catalog file,
 and AWS, GCP, Azure and SkyPilot, each a module of its own that speaks the
-interface of ``deepvm.catalog.price_data``; and the planner's catalog from stored
+interface of ``deepvm.catalog._price_data``; and the planner's catalog from stored
 specs and prices (docs/ARCHITECTURE.md, "The store": ``instances`` and ``prices``)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from deepvm.catalog._price_data import INSTANCE_COLUMNS, PriceData, PriceSource
+from deepvm.catalog._snapshot import load_catalog
 from deepvm.catalog.common import Catalog, validate_catalog
-from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData, PriceSource
-from deepvm.catalog.snapshot import load_catalog
 
 __all__ = [
     "EXTRA_SOURCES",
@@ -85,19 +85,19 @@ def get_source(
     if name == "snapshot":
         return SnapshotSource()
     if name == "azure":
-        from deepvm.catalog.azure import AzureSource
+        from deepvm.catalog._azure import AzureSource
 
         return AzureSource(tuple(regions or ("eastus",)))
     if name == "gcp":
-        from deepvm.catalog.gcp import GcpSource
+        from deepvm.catalog._gcp import GcpSource
 
         return GcpSource(tuple(regions or ()))
     if name == "aws":
-        from deepvm.catalog.aws import AwsSource
+        from deepvm.catalog._aws import AwsSource
 
         return AwsSource(tuple(regions or ("us-east-1",)))
     if name == "skypilot":
-        from deepvm.catalog.skypilot import SkyPilotSource
+        from deepvm.catalog._skypilot import SkyPilotSource
 
         if not skypilot_csv:
             raise ParameterError(

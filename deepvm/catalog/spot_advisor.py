@@ -132,7 +132,7 @@ def shipped_advisor() -> pd.DataFrame:
 
 @functools.cache
 def _shipped_advisor() -> pd.DataFrame:  # read once per process: every plan may ask
-    from deepvm.catalog.snapshot import load_catalog
+    from deepvm.catalog._snapshot import load_catalog
 
     df = load_catalog().instances
     df = df[df["interruption_source"] == SOURCE_NAME]

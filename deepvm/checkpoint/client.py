@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from deepvm.checkpoint._versions import CapacityError, CorruptVersion, VersionFolder
 from deepvm.checkpoint.protocol import (
     DEFAULT_LOCAL_DIR,
     ENV_LOCAL_DIR,
@@ -35,7 +36,6 @@ from deepvm.checkpoint.protocol import (
     auth_headers,
     tier_urls,
 )
-from deepvm.checkpoint.versions import CapacityError, CorruptVersion, VersionFolder
 
 __all__ = [
     "BACKOFF_S",

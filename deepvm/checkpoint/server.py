@@ -9,8 +9,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from deepvm.checkpoint._versions import CapacityError, CorruptVersion, Version, VersionFolder
 from deepvm.checkpoint.protocol import SHA_HEADER, STEP_HEADER, auth_headers
-from deepvm.checkpoint.versions import CapacityError, CorruptVersion, Version, VersionFolder
 
 __all__ = ["CHUNK_BYTES", "TokenGate", "create_app", "log", "serve"]
 

@@ -11,19 +11,17 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from deepvm.base.errors import DeepvmError
-from deepvm.cli import (
-    checkpoint,
-    data,
-    fleet,
-    launch,
-    measure,
-    nightly,
-    output,
-    plan,
-    simulate,
-    store,
-)
-from deepvm.cli.arguments import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
+from deepvm.cli import _checkpoint as checkpoint
+from deepvm.cli import _data as data
+from deepvm.cli import _fleet as fleet
+from deepvm.cli import _launch as launch
+from deepvm.cli import _measure as measure
+from deepvm.cli import _nightly as nightly
+from deepvm.cli import _output as output
+from deepvm.cli import _plan as plan
+from deepvm.cli import _simulate as simulate
+from deepvm.cli import _store as store
+from deepvm.cli._arguments import EXIT_BAD_INPUT, Parser, flag_name, join_negative_values
 from deepvm.store.location import request_timeout
 
 __all__ = ["COMMANDS", "build_parser", "main", "run"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from deepvm.base.errors import InputError
-from deepvm.launcher.commands import Tools
-from deepvm.launcher.manifest import Manifest, known_launches
-from deepvm.launcher.steps import Echo, LaunchOptions, Target, down, launch, words
+from deepvm.launcher._commands import Tools
+from deepvm.launcher._manifest import Manifest, known_launches
+from deepvm.launcher._steps import Echo, LaunchOptions, Target, down, launch, words
 from deepvm.model.cluster import Cluster
 
 __all__ = ["move", "running_launch"]

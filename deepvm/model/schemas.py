@@ -53,7 +53,7 @@ _software = [
 # deepvm.model.cluster.Cluster, in its order.
 _cluster = [pa.field(name, getattr(pa, arrow_type)()) for name, arrow_type in CLUSTER_COLUMNS]
 
-# A recommendation's provenance (deepvm.planner.policies.Recommendation), added to
+# A recommendation's provenance (deepvm.planner._policies.Recommendation), added to
 # the recommendations table in place: older tables gain them as nulls on write.
 PROVENANCE_COLUMNS = [
     ("flops_basis", pa.string()),

@@ -24,6 +24,13 @@ from deepvm.performance.flopp import (
     measurement_use,
 )
 from deepvm.performance.workloads import WORKLOADS, Workload
+from deepvm.planner._explain import FASTER_BUDGET_STEPS
+from deepvm.planner._goodput import CheckpointCosts
+from deepvm.planner._policies import (
+    Planner,
+    check_policies,
+    infeasible_budget_error,
+)
 from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
@@ -32,15 +39,8 @@ from deepvm.planner.candidates import (
     hourly_cost,
     throughput,
 )
-from deepvm.planner.explain import FASTER_BUDGET_STEPS
-from deepvm.planner.goodput import CheckpointCosts
 from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import Offers
-from deepvm.planner.policies import (
-    Planner,
-    check_policies,
-    infeasible_budget_error,
-)
 from deepvm.planner.recommendation import Recommendation
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def recommend(
     ``deadline_h`` on the expected makespan. ``checkpoint_costs`` sets the
     checkpoint stall and restart rates (its restart from ``restart_s``).
     ``explain``: each recommendation says what binds it and, for the optimised
-    policies, the next cheaper and faster cluster (deepvm.planner.explain).
+    policies, the next cheaper and faster cluster (deepvm.planner._explain).
 
     Raises InfeasibleError (naming the cheapest feasible cluster, or the fastest
     makespan when the deadline is what cannot be met) when the ``deepvm``
@@ -359,9 +359,9 @@ def cluster_risk(
     ``n_remote`` x ``remote_type`` in the workers' region). Raises ParameterError
     for a type the catalog lacks, or in several regions, and InputError for a
     cluster that breaks the model's constraints."""
+    from deepvm.planner._constraints import violations
+    from deepvm.planner._goodput import config_risk, object_store_usd_per_hour
     from deepvm.planner.candidates import TIERING, Config
-    from deepvm.planner.constraints import violations
-    from deepvm.planner.goodput import config_risk, object_store_usd_per_hour
 
     offers = inputs.offers(workload)
     places = [i for i, t in enumerate(offers.gpu_types) if t == instance_type]

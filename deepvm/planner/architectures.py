@@ -40,7 +40,7 @@ FloatArray = npt.NDArray[np.float64]
 
 class Checkpoints(StrEnum):
     """Where an architecture keeps its checkpoints (what a checkpoint and a
-    restart cost, deepvm.planner.goodput)."""
+    restart cost, deepvm.planner._goodput)."""
 
     ANCHOR_DISK = "anchor_disk"
     REMOTE_MEMORY = "remote_memory"

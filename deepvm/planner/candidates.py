@@ -1,8 +1,8 @@
 """The configurations the architectures allow (deepvm.planner.architectures)
-and their costs; the limits they must keep are deepvm.planner.constraints.
+and their costs; the limits they must keep are deepvm.planner._constraints.
 
 A *candidate* is a worker choice (architecture, GPU type i, node count n); a
-Tiering cluster adds the remote CPU type j and count m (deepvm.planner.enumeration).
+Tiering cluster adds the remote CPU type j and count m (deepvm.planner._enumeration).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class Recommendation(Cluster):
     policy: str
     rank: int
     objective_value: float
-    # Preemption (deepvm.planner.goodput): expected rate, Young/Daly interval (NaN:
+    # Preemption (deepvm.planner._goodput): expected rate, Young/Daly interval (NaN:
     # never preempted), efficiency, goodput; makespan and total cost given the work.
     preemptions_per_h: float
     checkpoint_interval_s: float
@@ -44,7 +44,7 @@ class Recommendation(Cluster):
     status: str
     solver: str
     solve_s: float
-    # Why it is this size, and the next cheaper / faster cluster (deepvm.planner.explain).
+    # Why it is this size, and the next cheaper / faster cluster (deepvm.planner._explain).
     binding: str | None = None
     cheaper: Alternative | None = None
     faster: Alternative | None = None

@@ -23,10 +23,10 @@ from deepvm.base.names import check_date as check_date
 
 if TYPE_CHECKING:
     from deepvm.model.schemas import SCHEMA_VERSION, TABLES, describe_tables, month_column
+    from deepvm.store._migrate import MigrateReport, migrate_store
     from deepvm.store.core import Store, StoreLike
     from deepvm.store.location import store_uri
     from deepvm.store.maintenance import CompactReport, StoreCheck, check_store
-    from deepvm.store.migrate import MigrateReport, migrate_store
 
 _LAZY = {
     "SCHEMA_VERSION": "deepvm.model.schemas",
@@ -39,8 +39,8 @@ _LAZY = {
     "CompactReport": "deepvm.store.maintenance",
     "StoreCheck": "deepvm.store.maintenance",
     "check_store": "deepvm.store.maintenance",
-    "MigrateReport": "deepvm.store.migrate",
-    "migrate_store": "deepvm.store.migrate",
+    "MigrateReport": "deepvm.store._migrate",
+    "migrate_store": "deepvm.store._migrate",
 }
 
 __all__ = [

@@ -6,7 +6,7 @@ benchmark run) writes each table in one Delta commit whose rows, tagged with its
 ``commit_id`` and each row's ``writer`` (a job, a price source, ...), replace
 that writer's rows of the same date; then it appends one row per (table, date,
 writer) to ``commits``: that append is the commit point
-(``deepvm.store.commit``). A plain Delta reader of a table's newest version sees
+(``deepvm.store._commit``). A plain Delta reader of a table's newest version sees
 each date once per writer, whole. deepvm's readers read, per (table, date,
 writer), the rows of the newest completed commit only, each table at the newest
 version the commits table records for it (and, where a run killed before its
@@ -43,8 +43,8 @@ from deepvm.model.schemas import (
     table_schema,
     to_arrow,
 )
-from deepvm.store import delta
-from deepvm.store.commit import (
+from deepvm.store import _delta as delta
+from deepvm.store._commit import (
     Key,
     Transaction,
     commit,
@@ -53,7 +53,7 @@ from deepvm.store.commit import (
     new_commit_id,
     row_dates,
 )
-from deepvm.store.legacy import check_not_legacy, legacy_files
+from deepvm.store._legacy import check_not_legacy, legacy_files
 from deepvm.store.location import Location, locate
 
 if TYPE_CHECKING:

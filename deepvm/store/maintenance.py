@@ -16,8 +16,8 @@ from deepvm.base.config import DEFAULT_RETAIN_HOURS
 from deepvm.base.errors import ParameterError, StoreError
 from deepvm.base.names import check_date
 from deepvm.model.schemas import COMMIT_ID, COMMITS, COMMITS_SCHEMA, TABLES, WRITER, month_column
-from deepvm.store import delta
-from deepvm.store.commit import (
+from deepvm.store import _delta as delta
+from deepvm.store._commit import (
     COMMIT_KEY,
     KEYS_KEY,
     Key,
@@ -342,7 +342,7 @@ class StoreCheck:
 def check_store(store: Store) -> StoreCheck:
     """Open every table, check its schema version and columns, read every active
     file; nothing stops the check, so every problem is named."""
-    from deepvm.store.legacy import legacy_files, stray_partitions
+    from deepvm.store._legacy import legacy_files, stray_partitions
 
     files: dict[str, int] = {}
     rows: dict[str, int] = {}

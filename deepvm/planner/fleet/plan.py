@@ -6,9 +6,9 @@ budget (docs/ARCHITECTURE.md, "For the fleet").
 :class:`deepvm.planner.offers.Offers`.)
 
 Each job's candidates come from its own planner, less the dominated ones
-(``deepvm.planner.fleet.options``). The rest is a multiple-choice knapsack with
-several shared resources (``deepvm.planner.fleet.program``: arrays in, picks out),
-checked and explained apart from it (``deepvm.planner.fleet.check``):
+(``deepvm.planner.fleet._options``). The rest is a multiple-choice knapsack with
+several shared resources (``deepvm.planner.fleet._program``: arrays in, picks out),
+checked and explained apart from it (``deepvm.planner.fleet._check``):
 
     maximise   sum_j priority_j value_jk x_jk
     subject to sum_k x_jk <= 1                        (a job may stay unplanned)
@@ -34,13 +34,15 @@ from deepvm.base.config import DEFAULT_MIN_GAIN, DEFAULT_TIME_LIMIT_S, JobSpec, 
 from deepvm.base.errors import DeepvmError
 from deepvm.catalog.quotas import QuotaKey
 from deepvm.planner import architectures as arch
+from deepvm.planner._highs import LIMIT_WITH_INCUMBENT, OPTIMAL
+from deepvm.planner._policies import Planner, infeasible_budget_error
 from deepvm.planner.api import job_planner, job_spec
 from deepvm.planner.candidates import Config, hourly_cost
-from deepvm.planner.fleet import check as fleet_check
-from deepvm.planner.fleet import program as fleet_program
+from deepvm.planner.fleet import _check as fleet_check
+from deepvm.planner.fleet import _program as fleet_program
+from deepvm.planner.fleet import _ties as fleet_ties
 from deepvm.planner.fleet import running as fleet_running
-from deepvm.planner.fleet import ties as fleet_ties
-from deepvm.planner.fleet.options import (
+from deepvm.planner.fleet._options import (
     JobOptions,
     JobState,
     PlannerRows,
@@ -48,12 +50,10 @@ from deepvm.planner.fleet.options import (
     planner_rows,
     undominated,
 )
-from deepvm.planner.fleet.program import LEXICOGRAPHIC_RTOL
+from deepvm.planner.fleet._program import LEXICOGRAPHIC_RTOL
 from deepvm.planner.fleet.types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
-from deepvm.planner.highs import LIMIT_WITH_INCUMBENT, OPTIMAL
 from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import FloatArray, Offers
-from deepvm.planner.policies import Planner, infeasible_budget_error
 
 __all__ = ["SOLVER", "plan_fleet"]
 
@@ -297,7 +297,7 @@ def _solve(
     count = np.array([len(jobs) for jobs in members], dtype=float)
     result = fleet_program.solve(weight, cost, owner, usage, quota, time_limit_s, count=count)
     # Each class's picks to its jobs (in name order, the clusters in tie-break
-    # order), then, among equal clusters, the documented one (deepvm.planner.fleet.ties).
+    # order), then, among equal clusters, the documented one (deepvm.planner.fleet._ties).
     job_owner, job_index = [], []
     first: dict[int, int] = {}  # each job's first column
     laid = 0

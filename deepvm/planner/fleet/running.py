@@ -27,11 +27,11 @@ import numpy as np
 from deepvm.base.config import Objective
 from deepvm.model.cluster import Cluster
 from deepvm.planner import architectures as arch
+from deepvm.planner._constraints import usage_matrix
+from deepvm.planner._enumeration import budget_limit
 from deepvm.planner.candidates import Config, cluster_of, hourly_cost
-from deepvm.planner.constraints import usage_matrix
-from deepvm.planner.enumeration import budget_limit
+from deepvm.planner.fleet._options import JobOptions, JobState, job_options
 from deepvm.planner.fleet.migration import Side, decide, work_left
-from deepvm.planner.fleet.options import JobOptions, JobState, job_options
 from deepvm.planner.fleet.types import RunningDecision
 from deepvm.planner.offers import Offers
 from deepvm.planner.recommendation import Recommendation

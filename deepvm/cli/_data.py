@@ -11,8 +11,8 @@ from deepvm.base.config import (
 )
 from deepvm.base.config import SPOT_ADVISOR_URL as ADVISOR_URL
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.arguments import NON_NEGATIVE, date_text, path_text
-from deepvm.cli.common import (
+from deepvm.cli._arguments import NON_NEGATIVE, date_text, path_text
+from deepvm.cli._common import (
     add_store_timeout,
     add_timeout,
     price_timeout,
@@ -20,8 +20,8 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
-from deepvm.cli.listing import add_format, output_format, print_listing
-from deepvm.cli.output import print_json, progress, tflops
+from deepvm.cli._listing import add_format, output_format, print_listing
+from deepvm.cli._output import print_json, progress, tflops
 
 __all__ = [
     "add_parsers",

@@ -13,8 +13,8 @@ from typing import Any
 from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.base.errors import DeepvmError
 from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN
-from deepvm.cli.arguments import number
-from deepvm.cli.output import progress
+from deepvm.cli._arguments import number
+from deepvm.cli._output import progress
 
 __all__ = ["CAPACITY_FRACTION", "MEMORY_DIR", "add_parsers", "cmd_checkpoint", "private_address"]
 

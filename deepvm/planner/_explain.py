@@ -3,7 +3,7 @@ next faster cluster would be (docs/ARCHITECTURE.md, "For one job").
 
 What binds a cluster is what stops it from growing by one worker node of its
 type, in its architecture: the constraints that cluster with one node more
-breaks (:meth:`deepvm.planner.policies.Planner.violations`), with its remote tier
+breaks (:meth:`deepvm.planner._policies.Planner.violations`), with its remote tier
 grown by one node where that alone would carry it; or the node cap; or the
 speedup model, where one node more adds no throughput.
 """
@@ -17,7 +17,7 @@ from deepvm.planner.candidates import Config, cluster_of, hourly_cost, throughpu
 from deepvm.planner.recommendation import Alternative
 
 if TYPE_CHECKING:
-    from deepvm.planner.policies import Planner
+    from deepvm.planner._policies import Planner
 
 __all__ = ["FASTER_BUDGET_STEPS", "binding", "cheaper", "faster"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from deepvm.base.datasets import dataset_path
+from deepvm.catalog._price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.http import get_json
-from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
 __all__ = ["DEFAULT_URL", "ENV_URL", "AzureSource", "classify"]
 

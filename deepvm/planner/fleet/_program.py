@@ -2,7 +2,7 @@
 the fleet"): arrays in, picks out. Columns are candidate clusters of a class of
 identical jobs (same candidates, weights and costs; ``count`` jobs each); rows
 are "at most ``count`` of a class" and one per key of each shared limit
-(deepvm.planner.fleet.check.SharedLimit: the quota keys in their units, the
+(deepvm.planner.fleet._check.SharedLimit: the quota keys in their units, the
 team budget in USD/h), built by the limits themselves:
 
     maximise   sum_k weight_k x_k                  (x_k integer >= 0)
@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from deepvm.planner import highs
-from deepvm.planner.fleet import model as fleet_model
-from deepvm.planner.fleet.rounding import RoundingState, rounded_plan
-from deepvm.planner.highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner import _highs as highs
+from deepvm.planner._highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner.fleet import _model as fleet_model
+from deepvm.planner.fleet._rounding import RoundingState, rounded_plan
 from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
@@ -289,7 +289,7 @@ class _Program:
         )  # fmt: skip
 
     def constraints(self, floor: float | None = None) -> list[fleet_model.Constraint]:
-        """The program's rows as constraint objects (deepvm.planner.fleet.model)."""
+        """The program's rows as constraint objects (deepvm.planner.fleet._model)."""
         out: list[fleet_model.Constraint] = [
             fleet_model.PerClass(self.owner, self.count),
             fleet_model.SharedLimits(self.resources, self.capacity, self.count[self.owner]),

@@ -13,8 +13,8 @@ from typing import Any
 
 from deepvm.base.config import DEFAULT_TOP
 from deepvm.base.errors import InputError
-from deepvm.cli.arguments import BUDGET, number
-from deepvm.cli.common import (
+from deepvm.cli._arguments import BUDGET, number
+from deepvm.cli._common import (
     add_inputs,
     add_job,
     add_jobs_file,
@@ -22,8 +22,8 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
-from deepvm.cli.listing import output_format
-from deepvm.cli.output import json_text, progress, table_text
+from deepvm.cli._listing import output_format
+from deepvm.cli._output import json_text, progress, table_text
 from deepvm.model.cluster import Cluster, cluster_words
 
 __all__ = ["add_parsers", "cmd_launch"]
@@ -201,7 +201,7 @@ def _default_name(label: str) -> str:
 
 
 def _recommended_target(args: argparse.Namespace) -> Any:
-    from deepvm.cli.common import job_from_args
+    from deepvm.cli._common import job_from_args
     from deepvm.launcher import Target
     from deepvm.planner import recommend
 

@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from deepvm.model.schemas import TABLES
-from deepvm.store.core import Store
-from deepvm.store.legacy import (
+from deepvm.store._legacy import (
     STAGING,
     OldFile,
     check_no_journal,
@@ -30,6 +29,7 @@ from deepvm.store.legacy import (
     legacy_files,
     read_old,
 )
+from deepvm.store.core import Store
 from deepvm.store.location import locate
 
 __all__ = ["MigrateReport", "migrate_store"]

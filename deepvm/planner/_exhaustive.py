@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from deepvm.base.config import DEFAULT_MAX_NODES
 from deepvm.catalog.quotas import NodeQuota
+from deepvm.planner._enumeration import SCORE_RTOL
 from deepvm.planner.candidates import (
     BUDGET_RTOL,
     DESIGN_ARCHITECTURES,
@@ -21,7 +22,6 @@ from deepvm.planner.candidates import (
     CheckpointNeeds,
     Config,
 )
-from deepvm.planner.enumeration import SCORE_RTOL
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, Offers
 
 __all__ = ["best_configs", "enumerate_feasible"]

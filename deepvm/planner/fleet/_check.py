@@ -14,10 +14,10 @@ from typing import ClassVar, Protocol
 
 from deepvm.base.errors import InternalError
 from deepvm.catalog.quotas import UNIT_WORDS, QuotaKey
+from deepvm.planner._constraints import quota_of, violations
+from deepvm.planner._constraints import usage as cluster_usage
 from deepvm.planner.candidates import Config, cluster_words, hourly_cost
-from deepvm.planner.constraints import quota_of, violations
-from deepvm.planner.constraints import usage as cluster_usage
-from deepvm.planner.fleet.options import JobOptions, JobState
+from deepvm.planner.fleet._options import JobOptions, JobState
 from deepvm.planner.fleet.types import JobPlan
 from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import FloatArray, Offers

@@ -14,9 +14,9 @@ from deepvm.base.config import (
     DEFAULT_BENCH_WARMUP,
 )
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.arguments import MAX_LOCAL_RANKS, MAX_STEPS, name_text, number, path_text
-from deepvm.cli.common import add_store_timeout, check_output_path, store_location, writable_store
-from deepvm.cli.output import print_json, progress, table_text
+from deepvm.cli._arguments import MAX_LOCAL_RANKS, MAX_STEPS, name_text, number, path_text
+from deepvm.cli._common import add_store_timeout, check_output_path, store_location, writable_store
+from deepvm.cli._output import print_json, progress, table_text
 
 __all__ = [
     "BENCH_JSON_KEYS",

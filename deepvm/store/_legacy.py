@@ -1,7 +1,7 @@
 """deepvm's earlier store layout (schema 1: day folders; schema 2: month folders of
 Parquet files, published by the store's own journal), found and read
 (docs/ARCHITECTURE.md, "The store"): the `Store` refuses such a store in one
-line naming `deepvm store migrate` (``deepvm.store.migrate``, which reads its
+line naming `deepvm store migrate` (``deepvm.store._migrate``, which reads its
 files through this module), and `store check` names stray partition folders."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _listing(location: Location) -> tuple[pafs.FileSystem, str, list[str]]:
             pafs.FileSelector(base, recursive=True, allow_not_found=True)
         )
     except (OSError, pa.ArrowException) as exc:
-        from deepvm.store.delta import store_error
+        from deepvm.store._delta import store_error
 
         raise store_error(exc, location, "listing") from None
     rels = [info.path[len(base) :].lstrip("/") for info in infos if info.type == pafs.FileType.File]

@@ -11,8 +11,8 @@ from typing import Any
 
 from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.arguments import TEAM_BUDGET, date_text, number
-from deepvm.cli.common import (
+from deepvm.cli._arguments import TEAM_BUDGET, date_text, number
+from deepvm.cli._common import (
     add_inputs,
     add_jobs_file,
     add_min_gain,
@@ -23,9 +23,9 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
-from deepvm.cli.launch_files import check_launch_files
-from deepvm.cli.listing import add_format, output_format, render_listing
-from deepvm.cli.output import (
+from deepvm.cli._launch_files import check_launch_files
+from deepvm.cli._listing import add_format, output_format, render_listing
+from deepvm.cli._output import (
     dollars_text,
     hours_text,
     json_text,

@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from deepvm.base.datasets import dataset_path
+from deepvm.catalog._price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.http import SourceUnavailable, get_text
-from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
 __all__ = ["COLUMNS", "DEFAULT_URL", "ENV_URL", "GcpSource"]
 
@@ -127,6 +127,6 @@ def _read(where: str) -> pd.DataFrame:
 
 def _shipped() -> pd.DataFrame:
     """The shipped GCP types: which host carries which GPUs, specs, quota keys."""
-    from deepvm.catalog.snapshot import load_catalog
+    from deepvm.catalog._snapshot import load_catalog
 
     return load_catalog(dataset_path("catalog-gcp.csv")).instances

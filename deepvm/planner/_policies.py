@@ -17,6 +17,28 @@ from deepvm.base.errors import (
     InternalError,
     ParameterError,
 )
+from deepvm.planner._constraints import Budget, Violation, admitted_by_constraints, violations
+from deepvm.planner._enumeration import (
+    best_per_budget,
+    remote_sides,
+    remote_upper_bounds,
+    top_candidates,
+)
+from deepvm.planner._explain import binding as explain_binding
+from deepvm.planner._explain import cheaper, faster
+from deepvm.planner._goodput import (
+    CheckpointCosts,
+    config_risk,
+    object_store_usd_per_hour,
+    risk,
+)
+from deepvm.planner._highs import OPTIMAL
+from deepvm.planner._objectives import (
+    RISK_OBJECTIVES,
+    candidate_scores,
+    check_objective,
+    config_objective,
+)
 from deepvm.planner.architectures import REGISTRY
 from deepvm.planner.candidates import (
     ARCHITECTURES,
@@ -35,28 +57,6 @@ from deepvm.planner.candidates import (
     throughput,
     within_budget,
 )
-from deepvm.planner.constraints import Budget, Violation, admitted_by_constraints, violations
-from deepvm.planner.enumeration import (
-    best_per_budget,
-    remote_sides,
-    remote_upper_bounds,
-    top_candidates,
-)
-from deepvm.planner.explain import binding as explain_binding
-from deepvm.planner.explain import cheaper, faster
-from deepvm.planner.goodput import (
-    CheckpointCosts,
-    config_risk,
-    object_store_usd_per_hour,
-    risk,
-)
-from deepvm.planner.highs import OPTIMAL
-from deepvm.planner.objectives import (
-    RISK_OBJECTIVES,
-    candidate_scores,
-    check_objective,
-    config_objective,
-)
 from deepvm.planner.offers import FloatArray, Offers
 from deepvm.planner.recommendation import Recommendation
 
@@ -72,7 +72,7 @@ __all__ = [
 
 OPTIMISED_POLICIES = (Policy.DEEPVM, Policy.DEEPVM_NOSCALE, Policy.ON_DEMAND)
 # The solver names recommendations carry: every candidate evaluated exactly
-# (deepvm.planner.enumeration), or a baseline policy's rule.
+# (deepvm.planner._enumeration), or a baseline policy's rule.
 SOLVER_NAME = "numpy/exact"
 BASELINE_SOLVER = "rule"
 
@@ -97,7 +97,7 @@ def _architectures(policy: str, objective: str) -> tuple[str, ...]:
 
 class Planner:
     """One job's candidates and scores, from which every policy, budget and sweep
-    is answered exactly (deepvm.planner.enumeration)."""
+    is answered exactly (deepvm.planner._enumeration)."""
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class Planner:
         self._scores: dict[bool, FloatArray] = {}
         self._admitted: dict[bool, np.ndarray] = {}
         # Limits that prune worker sides beyond what the candidates are built to keep
-        # (deepvm.planner.constraints: a constraint's ``admits``).
+        # (deepvm.planner._constraints: a constraint's ``admits``).
         kept = admitted_by_constraints(offers, job, self.candidates)
         for linear in (False, True):
             scores, admitted = self._plan_scores(linear)

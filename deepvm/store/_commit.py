@@ -35,7 +35,7 @@ from deepvm.model.schemas import (
     partition_columns,
     table_schema,
 )
-from deepvm.store import delta
+from deepvm.store import _delta as delta
 from deepvm.store.location import Location
 
 if TYPE_CHECKING:

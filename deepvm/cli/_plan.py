@@ -1,4 +1,4 @@
-"""Planning commands for one job: recommend, sweep, compare (the fleet: cli/fleet.py)."""
+"""Planning commands for one job: recommend, sweep, compare (the fleet: cli/_fleet.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from deepvm.base.config import (
     MAX_SWEEP_BUDGETS,
 )
 from deepvm.base.errors import DeepvmError, InputError
-from deepvm.cli.arguments import BUDGET, SMALL_COUNT, name_text
-from deepvm.cli.common import (
+from deepvm.cli._arguments import BUDGET, SMALL_COUNT, name_text
+from deepvm.cli._common import (
     add_inputs,
     add_job,
     add_store_timeout,
@@ -26,9 +26,9 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
-from deepvm.cli.launch_files import check_yaml_path, write_launch_files
-from deepvm.cli.listing import output_format, render_listing
-from deepvm.cli.output import dollars_text, hours_text, json_text, progress, tflops
+from deepvm.cli._launch_files import check_yaml_path, write_launch_files
+from deepvm.cli._listing import output_format, render_listing
+from deepvm.cli._output import dollars_text, hours_text, json_text, progress, tflops
 from deepvm.model.cluster import CLUSTER_FIELDS, cluster_words
 from deepvm.model.provenance import figures_of, figures_words, outlier_words
 

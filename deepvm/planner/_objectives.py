@@ -5,7 +5,7 @@
   (FLOP per USD) with p_i the spot price (Single Anchor, Tiering) or, for
   On-Demand clusters, the on-demand price.
 * ``goodput``: expected goodput, F_i * s_i(n) x efficiency under preemption
-  (deepvm.planner.goodput).
+  (deepvm.planner._goodput).
 * ``cost``: the least expected total cost of a given amount of work (optionally
   by a deadline); scored as minus that cost, computed by the Planner, which knows
   each candidate's cheapest remote side.

@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from deepvm.base.errors import InputError
+from deepvm.catalog._price_data import INSTANCE_COLUMNS, PriceData
+from deepvm.catalog._snapshot import load_catalog
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import get_text
-from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
-from deepvm.catalog.snapshot import load_catalog
 
 __all__ = ["COLUMNS", "DEFAULT_NETWORK_GBPS", "SkyPilotSource"]
 

@@ -23,7 +23,7 @@ from deepvm.base.config import BENCH_MIN_STEPS as MIN_STEPS
 from deepvm.base.config import BENCH_TARGET_TIMED_S as TARGET_TIMED_S
 from deepvm.base.config import DEFAULT_BENCH_WARMUP as DEFAULT_WARMUP
 from deepvm.bench import require_torch
-from deepvm.bench.models import SampleModel, build_model
+from deepvm.bench._models import SampleModel, build_model
 from deepvm.performance.workloads import get_workload
 
 __all__ = ["Measurement", "autocast", "count_step_flops", "default_device", "measure", "step_dtype"]

@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from deepvm.base.errors import InputError
+from deepvm.catalog._price_data import INSTANCE_COLUMNS, PriceData
 from deepvm.catalog.common import ACCELERATOR_PEAK_FLOPS
 from deepvm.catalog.http import request_timeout_s
-from deepvm.catalog.price_data import INSTANCE_COLUMNS, PriceData
 
 __all__ = ["NETWORK_WORDS", "PRICING_REGION", "AwsSource", "network_gbps", "quota_group"]
 

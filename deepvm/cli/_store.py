@@ -8,8 +8,8 @@ from typing import Any
 from deepvm.base.config import DEFAULT_RETAIN_HOURS
 from deepvm.base.errors import DeepvmError, ParameterError
 from deepvm.base.names import check_date
-from deepvm.cli.common import add_store_timeout, store_location
-from deepvm.cli.output import print_json, progress
+from deepvm.cli._common import add_store_timeout, store_location
+from deepvm.cli._output import print_json, progress
 
 __all__ = ["add_parsers", "cmd_store"]
 

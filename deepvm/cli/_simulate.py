@@ -17,7 +17,7 @@ from deepvm.base.config import (
     MAX_NODES_CAP,
 )
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.arguments import (
+from deepvm.cli._arguments import (
     CHECKPOINT_GB,
     MAX_SIMULATED_RUNS,
     NODE_COUNT,
@@ -26,8 +26,8 @@ from deepvm.cli.arguments import (
     WORK_FLOPS,
     number,
 )
-from deepvm.cli.common import add_inputs, planner_inputs
-from deepvm.cli.output import print_json
+from deepvm.cli._common import add_inputs, planner_inputs
+from deepvm.cli._output import print_json
 
 __all__ = ["add_parsers", "cmd_simulate"]
 

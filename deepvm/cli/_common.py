@@ -1,5 +1,5 @@
-"""What the commands share beyond argument types (``deepvm.cli.arguments``) and
-output (``deepvm.cli.output``): the option groups (inputs, the job, the jobs file,
+"""What the commands share beyond argument types (``deepvm.cli._arguments``) and
+output (``deepvm.cli._output``): the option groups (inputs, the job, the jobs file,
 timeouts), the store a command uses, checked before any work, and the job and
 planner inputs built from the options."""
 
@@ -23,7 +23,7 @@ from deepvm.base.config import (
     MAX_DEADLINE_H,
 )
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.arguments import (
+from deepvm.cli._arguments import (
     CHECKPOINT_GB,
     MAX_TIMEOUT_S,
     MIN_GAIN,
@@ -35,7 +35,7 @@ from deepvm.cli.arguments import (
     number,
     path_text,
 )
-from deepvm.cli.listing import add_format
+from deepvm.cli._listing import add_format
 from deepvm.store.location import DEFAULT_TIMEOUT_S, ENV_TIMEOUT
 
 __all__ = [

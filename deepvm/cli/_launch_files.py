@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.common import check_output_path
-from deepvm.cli.output import progress
+from deepvm.cli._common import check_output_path
+from deepvm.cli._output import progress
 
 __all__ = ["check_launch_files", "check_yaml_path", "write_launch_files"]
 

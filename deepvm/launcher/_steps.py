@@ -7,7 +7,7 @@ A launch, in order, each step said as it runs:
 2. the priced zone: an AWS zone ID becomes this account's zone name (the AWS
    CLI) and every task is pinned to it;
 3. deepvm as a wheel for the nodes, a fresh token for the tier, the task files
-   and the manifest (deepvm.launcher.manifest), before any cluster is asked for;
+   and the manifest (deepvm.launcher._manifest), before any cluster is asked for;
 4. the tier: Single Anchor's anchor, or one cluster per Tiering remote node;
 5. their addresses (``sky status --ip``), then each tier's ``/health``;
 6. the workers, told ``MASTER_ADDR`` and every tier address;
@@ -35,8 +35,8 @@ from typing import Any
 from deepvm import __version__
 from deepvm.base.errors import DeepvmError, InputError, LaunchError
 from deepvm.checkpoint.protocol import ENV_TIERS, ENV_TOKEN, auth_headers
-from deepvm.launcher.commands import Tools
-from deepvm.launcher.manifest import ClusterRecord, Manifest, launch_folder, read
+from deepvm.launcher._commands import Tools
+from deepvm.launcher._manifest import ClusterRecord, Manifest, launch_folder, read
 from deepvm.launcher.wheel import build_wheel, wheel_name
 from deepvm.model.cluster import cluster_words
 from deepvm.render.launch import Task, render, sky_tasks

@@ -8,8 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any, cast
 
 from deepvm.base.config import SPOT_ADVISOR_URL
-from deepvm.cli.arguments import TEAM_BUDGET, date_text, path_text
-from deepvm.cli.common import (
+from deepvm.cli._arguments import TEAM_BUDGET, date_text, path_text
+from deepvm.cli._common import (
     PLANNING_OPTIONS,
     add_inputs,
     add_jobs_file,
@@ -21,8 +21,8 @@ from deepvm.cli.common import (
     store_location,
     writable_store,
 )
-from deepvm.cli.listing import add_format, output_format, render_listing
-from deepvm.cli.output import json_text, print_json, progress
+from deepvm.cli._listing import add_format, output_format, render_listing
+from deepvm.cli._output import json_text, print_json, progress
 
 if TYPE_CHECKING:
     from deepvm.planner.inputs import InputFiles

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepvm.base.errors import DeepvmError
-from deepvm.cli.output import json_safe, table_text
+from deepvm.cli._output import json_safe, table_text
 
 __all__ = ["FORMATS", "add_format", "output_format", "print_listing", "render_listing"]
 

@@ -7,7 +7,7 @@ cheapest remote side has a closed form per j,
 
     m_j = max(1, ceil(n / N_sat(b_j)), ceil(n / N_sat(b_i)), ceil(kC / (0.8 M_j)))
 
-(deepvm.planner.constraints.remote_nodes_needed, the one copy of this formula),
+(deepvm.planner._constraints.remote_nodes_needed, the one copy of this formula),
 feasible where m_j is within its quota; the cheapest j wins. Every candidate
 thus has one least hourly cost, and the best cluster within a budget is the best
 score among the candidates whose least cost fits, ties (scores within
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deepvm.planner._constraints import remote_nodes_needed
 from deepvm.planner.candidates import BUDGET_RTOL, CheckpointNeeds
-from deepvm.planner.constraints import remote_nodes_needed
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray, IntArray, Offers
 
 __all__ = [

@@ -18,14 +18,14 @@ import numpy as np
 from deepvm.base.config import Objective, Policy
 from deepvm.catalog.quotas import QuotaKey
 from deepvm.planner import architectures as arch
+from deepvm.planner._constraints import remote_nodes_needed, usage_matrix
+from deepvm.planner._enumeration import budget_limit, remote_upper_bounds
 from deepvm.planner.candidates import TIERING, Config
-from deepvm.planner.constraints import remote_nodes_needed, usage_matrix
-from deepvm.planner.enumeration import budget_limit, remote_upper_bounds
 from deepvm.planner.fleet.types import RegisteredJob
 from deepvm.planner.offers import REMOTE_MEMORY_FRACTION, FloatArray
 
 if TYPE_CHECKING:
-    from deepvm.planner.policies import Planner
+    from deepvm.planner._policies import Planner
 
 __all__ = ["JobOptions", "JobState", "PlannerRows", "job_options", "planner_rows", "undominated"]
 

@@ -3,10 +3,10 @@
 compiles itself into cvxpy over the columns a solve ranges over (as cvxportfolio's
 constraints do); the integer program and the cost stage's relaxation are cvxpy
 problems solved by HiGHS. The relaxation that grows by columns and cuts as it
-goes talks to HiGHS directly (deepvm.planner.highs.GrowingLP).
+goes talks to HiGHS directly (deepvm.planner._highs.GrowingLP).
 
 An integer program is compiled by cvxpy to HiGHS's standard form and handed to
-``deepvm.planner.highs.solve``, which starts HiGHS from a known plan and stops it
+``deepvm.planner._highs.solve``, which starts HiGHS from a known plan and stops it
 at the deadline by its interrupt callback (cvxpy's own HiGHS call offers
 neither)."""
 
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from deepvm.planner import highs
-from deepvm.planner.highs import Deadline
+from deepvm.planner import _highs as highs
+from deepvm.planner._highs import Deadline
 from deepvm.planner.offers import FloatArray
 
 
