@@ -85,7 +85,7 @@ def prefer_canonical(
                 chosen[job] = better
                 break
             swapped = _exchange(
-                job, better, delta, used, limit, chosen, ties, position, use, usage, owner
+                job, better, delta, used, limit, chosen, ties, position, use, columns
             )
             if swapped is not None:
                 other, theirs, change = swapped
@@ -132,18 +132,19 @@ def _exchange(
     ties: dict[int, list[int]],
     position: dict[int, int],
     use: object,
-    rows: sp.csr_matrix,
-    owner: npt.NDArray[np.int64],
+    columns: sp.csc_matrix,
 ) -> tuple[int, int, npt.NDArray[np.float64]] | None:
     """A job later in name order that, moving to another of its equal clusters,
     makes room for ``job`` on ``better``: (that job, its new column, the change in
     use), or None. Only the jobs whose cluster uses a quota ``better`` would
-    overrun can make room."""
-    short = used + delta > limit
-    users = {int(owner[c]) for c in rows[np.flatnonzero(short)].indices}
-    for other in sorted(users, key=position.__getitem__):
-        column = chosen.get(other)
-        if column is None or position[other] <= position[job]:
+    overrun can make room (asked of the jobs' picks, not of every column)."""
+    short = np.flatnonzero(used + delta > limit)
+    jobs = np.fromiter(chosen.keys(), dtype=np.int64, count=len(chosen))
+    picks = np.fromiter(chosen.values(), dtype=np.int64, count=len(chosen))
+    on_short = np.asarray(abs(columns[:, picks][short]).sum(axis=0)).ravel() > 0
+    for other in sorted(map(int, jobs[on_short]), key=position.__getitem__):
+        column = chosen[other]
+        if position[other] <= position[job]:
             continue
         theirs = use(column)  # type: ignore[operator]
         for alternative in ties[other]:
