@@ -142,6 +142,7 @@ class Planner:
         self.least_cost: FloatArray = np.nan_to_num(c.cost(offers), nan=np.inf)
         self.least_cost += self.remotes.cost_of(c.worker, c.n, c.arch_mask(TIERING))
         self._checked: dict[Config, tuple[list[Violation], float]] = {}
+        self._described: dict[tuple[str, int, Config, str, float], Recommendation] = {}
         # Per planning model (linear scaling or not): the score and which candidates
         # the objective admits (the cost objective's deadline).
         self._scores: dict[bool, FloatArray] = {}
@@ -289,6 +290,16 @@ class Planner:
         return out
 
     def describe(
+        self, policy: str, rank: int, config: Config, solver: str, solve_s: float
+    ) -> Recommendation:
+        """One cluster with everything known of it (a fleet's alike jobs share one
+        planner and ask of the same clusters: each answered once)."""
+        key = (policy, rank, config, solver, solve_s)
+        if key not in self._described:
+            self._described[key] = self._describe(policy, rank, config, solver, solve_s)
+        return self._described[key]
+
+    def _describe(
         self, policy: str, rank: int, config: Config, solver: str, solve_s: float
     ) -> Recommendation:
         f = self.offers

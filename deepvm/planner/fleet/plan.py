@@ -78,6 +78,9 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     total_priority = sum(w.job.priority for w in shared)
     delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
     pruned: dict[tuple[int, float], JobOptions] = {}  # jobs that share options share this
+    # Dominance without a margin does not change when the weights are scaled: the
+    # first pass is shared by the priorities of a job's options.
+    first_pass: dict[tuple[int, float], np.ndarray] = {}
     for w in shared:
         o = w.options
         assert o is not None
@@ -86,7 +89,10 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
         if shape not in pruned:
             usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]]
             weight = w.weights(_value(w, o.score))
-            rows = undominated(np.column_stack([-weight, o.cost, usage]))
+            alike = (id(o), w.solo_score) if w.net_weights is None else (id(w), math.nan)
+            if alike not in first_pass:
+                first_pass[alike] = undominated(np.column_stack([-weight, o.cost, usage]))
+            rows = first_pass[alike]
             if team_budget is None:
                 strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
                 rows = rows[strict]
