@@ -67,11 +67,16 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     LEXICOGRAPHIC_RTOL of the best value: a candidate is dropped where another of
     its job is worth more than that tolerance more and uses no more of any binding
     quota, whatever the two cost."""
-    most: dict[QuotaKey, float] = {}
+    jobs_of: dict[int, tuple[JobOptions, int]] = {}  # alike jobs share their options
     for w in shared:
         assert w.options is not None
-        for col, key in enumerate(w.options.keys):
-            most[key] = most.get(key, 0.0) + float(w.options.usage[:, col].max(initial=0.0))
+        shared_options, n = jobs_of.get(id(w.options), (w.options, 0))
+        jobs_of[id(shared_options)] = (shared_options, n + 1)
+    most: dict[QuotaKey, float] = {}
+    for shared_options, n in jobs_of.values():
+        largest_use = shared_options.usage.max(axis=0, initial=0.0)
+        for key, largest in zip(shared_options.keys, largest_use, strict=True):
+            most[key] = most.get(key, 0.0) + n * float(largest)
     binding = {
         key for key, vcpus in most.items() if vcpus > fleet_check.quota_limit(inputs, key) + 1e-9
     }
@@ -179,6 +184,7 @@ def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
     rows: dict[JobSpec, PlannerRows] = {}
     caps: dict[JobSpec, float] = {}
     options: dict[tuple[JobSpec, float], JobOptions] = {}
+    solos: dict[tuple[JobSpec, float], tuple[Config, float] | str] = {}  # or why none
     last: dict[JobSpec, int] = {}  # each spec's last job: its rows go after it
     for i, w in enumerate(work):
         caps[w.job.spec] = max(caps.get(w.job.spec, 0.0), w.job.budget)
@@ -194,16 +200,22 @@ def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
                 )[0]
             planner = planners[spec]
             w.planner = planner
-            found = planner.optimise(Policy.DEEPVM, w.job.budget, 1)
-            if not found:
-                w.note = str(
-                    infeasible_budget_error(
-                        planner.offers, planner.job, w.job.budget, spec.max_nodes
+            if (spec, w.job.budget) not in solos:  # alike jobs: one solo plan
+                found = planner.optimise(Policy.DEEPVM, w.job.budget, 1)
+                solos[spec, w.job.budget] = (
+                    (found[0][0], _score(planner, found[0][0]))
+                    if found
+                    else str(
+                        infeasible_budget_error(
+                            planner.offers, planner.job, w.job.budget, spec.max_nodes
+                        )
                     )
                 )
+            solo = solos[spec, w.job.budget]
+            if isinstance(solo, str):
+                w.note = solo
                 continue
-            w.solo = found[0][0]
-            w.solo_score = _score(planner, w.solo)
+            w.solo, w.solo_score = solo
             if spec not in rows:
                 rows[spec] = planner_rows(planner)
             # Jobs of one spec and budget have the same candidates: built once.
