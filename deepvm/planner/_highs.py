@@ -94,6 +94,11 @@ class Solution:
     seconds: float
 
 
+# HiGHS's presolve rules left out where ``solve`` is asked for no probing: probing
+# and enumeration, bits 15 and 16 of its ``presolve_rule_off``.
+PRESOLVE_RULES_OFF = (1 << 15) | (1 << 16)
+
+
 def solve(
     objective: FloatArray,
     rows: Any,  # scipy.sparse matrix, rows x columns
@@ -108,6 +113,7 @@ def solve(
     column_upper: FloatArray | None = None,
     deadline: Deadline | None = None,
     cutoff: float | None = None,
+    probing: bool = True,
 ) -> Solution:
     """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <=
     column_upper (default 1), x integer when ``integer``, to a proven optimum (zero
@@ -115,7 +121,8 @@ def solve(
     search's work, never its answer unless it is optimal). ``deadline``: when to
     stop (default: ``time_limit_s`` from now). ``cutoff``: only plans better than
     this objective are sought (a known plan's value, without the plan): none
-    found is ``infeasible``."""
+    found is ``infeasible``. ``probing``: False leaves presolve's probing and
+    enumeration out (PRESOLVE_RULES_OFF)."""
     import highspy
     import scipy.sparse as sp
 
@@ -134,6 +141,8 @@ def solve(
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tolerance)
     if integer and not presolve:
         h.setOptionValue("presolve", "off")
+    elif integer and not probing:
+        h.setOptionValue("presolve_rule_off", PRESOLVE_RULES_OFF)
     lp = highspy.HighsLp()
     lp.num_col_ = n
     lp.num_row_ = csc.shape[0]

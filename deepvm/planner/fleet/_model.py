@@ -118,6 +118,7 @@ def solve_integer(
     feasibility_tolerance: float,
     presolve: bool,
     cutoff: float | None = None,
+    probing: bool = True,
 ) -> Outcome:
     """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
     cvxpy and solved by HiGHS from ``start``. ``cutoff``: only plans whose objective
@@ -151,6 +152,7 @@ def solve_integer(
         deadline=deadline,
         # cvxpy states a maximisation as the minimisation of its negation
         cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
+        probing=probing,
     )
     return Outcome(out.status, out.values, compile_s)
 
