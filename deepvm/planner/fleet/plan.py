@@ -67,15 +67,20 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     LEXICOGRAPHIC_RTOL of the best value: a candidate is dropped where another of
     its job is worth more than that tolerance more and uses no more of any binding
     quota, whatever the two cost."""
-    jobs_of: dict[int, tuple[JobOptions, int]] = {}  # alike jobs share their options
+    # Alike jobs share their options: each one's largest use per key, once, and how
+    # many jobs hold it (not the options themselves: each is freed once pruned).
+    largest_of: dict[int, tuple[list[QuotaKey], FloatArray, int]] = {}
     for w in shared:
         assert w.options is not None
-        shared_options, n = jobs_of.get(id(w.options), (w.options, 0))
-        jobs_of[id(shared_options)] = (shared_options, n + 1)
+        keys, largest_use, n = largest_of.get(id(w.options)) or (
+            w.options.keys,
+            w.options.usage.max(axis=0, initial=0.0),
+            0,
+        )
+        largest_of[id(w.options)] = (keys, largest_use, n + 1)
     most: dict[QuotaKey, float] = {}
-    for shared_options, n in jobs_of.values():
-        largest_use = shared_options.usage.max(axis=0, initial=0.0)
-        for key, largest in zip(shared_options.keys, largest_use, strict=True):
+    for keys, largest_use, n in largest_of.values():
+        for key, largest in zip(keys, largest_use, strict=True):
             most[key] = most.get(key, 0.0) + n * float(largest)
     binding = {
         key for key, vcpus in most.items() if vcpus > fleet_check.quota_limit(inputs, key) + 1e-9
