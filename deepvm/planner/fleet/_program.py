@@ -184,7 +184,7 @@ class _Program:
     cost: FloatArray
     owner: np.ndarray
     count: FloatArray
-    resources: Any  # csc: shared limits x columns (quotas, then the team budget)
+    resources: Any  # csc: the shared limits' keys (quotas, the team budget) x columns
     capacity: FloatArray
     deadline: Deadline
     cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows

@@ -11,7 +11,7 @@ move a job for nothing, so among a job's equal clusters one is preferred, by
 jobs in name order each take the first of their equal clusters that the others'
 quota use leaves room for, exchanging with a job later in name order whose equal
 clusters can make room. Value and cost are unchanged (only equals are exchanged),
-and so is every quota's feasibility (each exchange is checked).
+and every shared limit (quotas, team budget) still holds (each exchange is checked).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def prefer_canonical(
     weight: npt.NDArray[np.float64],
     cost: npt.NDArray[np.float64],
     usage: sp.csr_matrix,
-    quota: npt.NDArray[np.float64],
+    capacity: npt.NDArray[np.float64],  # per row of usage: the quotas, the team budget
     order: list[int],
     key_of: Callable[[int], tuple[object, ...]],
 ) -> npt.NDArray[np.bool_]:
@@ -62,7 +62,7 @@ def prefer_canonical(
     picked = picked.copy()
     columns = usage.tocsc()
     used = np.asarray(usage @ picked.astype(float)).ravel()
-    limit = quota + 1e-9 * np.maximum(1.0, np.abs(quota))
+    limit = capacity + 1e-9 * np.maximum(1.0, np.abs(capacity))
     chosen = {int(j): int(c) for c, j in zip(np.flatnonzero(picked), owner[picked], strict=True)}
     ties = _ties(chosen, owner, weight, cost, key_of)
     position = {j: k for k, j in enumerate(order)}

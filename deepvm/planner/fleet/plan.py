@@ -284,7 +284,7 @@ def _solve(
     # budget): each limit says what each candidate takes of it and its bound.
     limits = fleet_check.shared_limits(inputs, team_budget)
     keys: dict[fleet_check.LimitKey, int] = {}
-    capacity: list[float] = []
+    bounds: list[float] = []
     key_rows, key_cols, key_vals, weights, costs, owners = [], [], [], [], [], []
     starts: list[int] = []
     offset = 0
@@ -302,7 +302,7 @@ def _solve(
             for key in limit_keys:
                 if key not in keys:
                     keys[key] = len(keys)
-                    capacity.append(limit.bound(key))
+                    bounds.append(limit.bound(key))
                 local.append(keys[key])
             r, col = np.nonzero(amounts)
             key_rows.append(np.array(local, dtype=np.int64)[col])
@@ -316,9 +316,9 @@ def _solve(
         (np.concatenate(key_vals), (np.concatenate(key_rows), np.concatenate(key_cols))),
         shape=(len(keys), offset),
     )
-    quota = np.array(capacity)
+    capacity = np.array(bounds)
     count = np.array([len(jobs) for jobs in members], dtype=float)
-    result = fleet_program.solve(weight, cost, owner, usage, quota, time_limit_s, count=count)
+    result = fleet_program.solve(weight, cost, owner, usage, capacity, time_limit_s, count=count)
     # Each class's picks to its jobs (in name order, the clusters in tie-break
     # order), then, among equal clusters, the documented one (deepvm.planner.fleet._ties).
     job_owner, job_index = [], []
@@ -352,7 +352,7 @@ def _solve(
         for j, k in zip(jobs, ks, strict=False):
             picked[first[j] + k - starts[owner[k]]] = True
     picked = fleet_ties.prefer_canonical(
-        picked, j_owner, weight[column], cost[column], usage[:, column].tocsr(), quota,
+        picked, j_owner, weight[column], cost[column], usage[:, column].tocsr(), capacity,
         order, key_of,
     )  # fmt: skip
     chosen: dict[str, Config | None] = {w.job.name: None for w in shared}
