@@ -124,3 +124,28 @@ def test_the_cost_stage_finds_the_cheapest_plan_of_the_best_value():
     result = solve(*args, 60, count=case["count"])
     assert_best(result, *args, case["count"])
     assert float(case["cost"][result.picked].sum()) == pytest.approx(0.4875)
+
+
+def test_only_the_cost_stage_leaves_highs_sub_mip_heuristics_out(monkeypatch):
+    """The cost stage starts from a plan of the best value and searches without
+    HiGHS's sub-MIP heuristics (their sub-MIPs took most of its time); the value
+    search keeps them (its plans come from them). Both stages run here."""
+    from deepvm.planner.fleet import _model as fleet_model
+
+    asked: list[tuple[bool, bool]] = []
+    real = fleet_model.solve_integer
+
+    def spy(objective, maximise, *args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append((maximise, kwargs.get("sub_mips", True)))
+        return real(objective, maximise, *args, **kwargs)
+
+    monkeypatch.setattr(fleet_model, "solve_integer", spy)
+    rng = np.random.default_rng(11)
+    n = 30
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(3, n)).astype(float) * 4)
+    weight, cost = np.round(rng.uniform(0.5, 1.0, n), 1), rng.uniform(0.1, 1.0, n)
+    result = solve(weight, cost, np.repeat(np.arange(6), 5), usage,
+                   np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(6, 2.0))  # fmt: skip
+    assert result.status == "optimal"
+    assert {maximise for maximise, _ in asked} == {True, False}  # both stages ran
+    assert all(sub_mips is maximise for maximise, sub_mips in asked)

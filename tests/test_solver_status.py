@@ -92,37 +92,56 @@ def test_highs_statuses_of_the_fleet_program():
     assert limited.status in (highs.LIMIT_NO_INCUMBENT, highs.LIMIT_WITH_INCUMBENT)
 
 
-def test_the_value_search_without_probing_finds_the_same_optimum():
-    """``probing=False`` (the fleet's value search) leaves two presolve rules out,
-    never the answer: random small knapsacks with general-integer columns, solved
-    both ways, reach the same optimum."""
+def test_the_searches_without_probing_or_sub_mips_find_the_same_optimum():
+    """``probing=False`` (the fleet's value search) leaves two presolve rules out and
+    ``sub_mips=False`` (its cost stage) HiGHS's sub-MIP heuristics, never the answer:
+    random small knapsacks with general-integer columns, solved every way, reach
+    the same optimum, and the options are the ones HiGHS is given."""
+    import highspy
     import numpy as np
     import scipy.sparse as sp
 
     from deepvm.planner import _highs as highs
 
+    given: list[tuple[str, object]] = []
+    real = highspy.Highs.setOptionValue
+
+    def spy(self, name, value):  # type: ignore[no-untyped-def]
+        given.append((name, value))
+        return real(self, name, value)
+
     rng = np.random.default_rng(5)
-    for _ in range(20):
-        n = int(rng.integers(4, 12))
-        rows = sp.csr_matrix(rng.integers(0, 6, size=(3, n)).astype(float))
-        upper, value = rng.integers(4, 15, size=3).astype(float), rng.uniform(0.1, 2.0, n)
-        bounds = rng.integers(1, 4, size=n).astype(float)
-        answers = [
-            highs.solve(
-                value,
-                rows,
-                upper,
-                maximise=True,
-                integer=True,
-                presolve=True,
-                column_upper=bounds,
-                probing=probing,
-            )
-            for probing in (True, False)
-        ]
-        assert [a.status for a in answers] == [highs.OPTIMAL, highs.OPTIMAL]
-        assert answers[1].objective == pytest.approx(answers[0].objective, rel=1e-9)
-        assert (rows @ np.round(answers[1].values) <= upper + 1e-9).all()
+    ways = [(True, True), (False, True), (True, False)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highspy.Highs, "setOptionValue", spy)
+        for _ in range(20):
+            n = int(rng.integers(4, 12))
+            rows = sp.csr_matrix(rng.integers(0, 6, size=(3, n)).astype(float))
+            upper, value = rng.integers(4, 15, size=3).astype(float), rng.uniform(0.1, 2.0, n)
+            bounds = rng.integers(1, 4, size=n).astype(float)
+            answers = []
+            for probing, sub_mips in ways:
+                given.clear()
+                answers.append(
+                    highs.solve(
+                        value,
+                        rows,
+                        upper,
+                        maximise=True,
+                        integer=True,
+                        presolve=True,
+                        column_upper=bounds,
+                        probing=probing,
+                        sub_mips=sub_mips,
+                    )
+                )
+                assert (("presolve_rule_off", highs.PRESOLVE_RULES_OFF) in given) is not probing
+                off = {name for name, v in given if v is False}
+                assert off.issuperset(highs.SUB_MIP_HEURISTICS) is not sub_mips
+            assert [a.status for a in answers] == [highs.OPTIMAL] * len(ways)
+            for answer in answers[1:]:
+                assert answer.objective == pytest.approx(answers[0].objective, rel=1e-9)
+                assert (rows @ np.round(answer.values) <= upper + 1e-9).all()
 
 
 def test_a_deadline_stops_highs_by_its_interrupt_callback():

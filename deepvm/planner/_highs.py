@@ -97,6 +97,13 @@ class Solution:
 # HiGHS's presolve rules left out where ``solve`` is asked for no probing: probing
 # and enumeration, bits 15 and 16 of its ``presolve_rule_off``.
 PRESOLVE_RULES_OFF = (1 << 15) | (1 << 16)
+# HiGHS's heuristics that solve a sub-MIP, left out where ``solve`` is asked for no
+# sub-MIPs: RINS, RENS and the root reduced-cost heuristic.
+SUB_MIP_HEURISTICS = (
+    "mip_heuristic_run_rins",
+    "mip_heuristic_run_rens",
+    "mip_heuristic_run_root_reduced_cost",
+)
 
 
 def solve(
@@ -114,6 +121,7 @@ def solve(
     deadline: Deadline | None = None,
     cutoff: float | None = None,
     probing: bool = True,
+    sub_mips: bool = True,
 ) -> Solution:
     """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <=
     column_upper (default 1), x integer when ``integer``, to a proven optimum (zero
@@ -122,7 +130,9 @@ def solve(
     stop (default: ``time_limit_s`` from now). ``cutoff``: only plans better than
     this objective are sought (a known plan's value, without the plan): none
     found is ``infeasible``. ``probing``: False leaves presolve's probing and
-    enumeration out (PRESOLVE_RULES_OFF)."""
+    enumeration out (PRESOLVE_RULES_OFF). ``sub_mips``: False leaves out the
+    heuristics that search a sub-MIP for plans (SUB_MIP_HEURISTICS); the proof of
+    the optimum is unchanged."""
     import highspy
     import scipy.sparse as sp
 
@@ -143,6 +153,9 @@ def solve(
         h.setOptionValue("presolve", "off")
     elif integer and not probing:
         h.setOptionValue("presolve_rule_off", PRESOLVE_RULES_OFF)
+    if integer and not sub_mips:
+        for option in SUB_MIP_HEURISTICS:
+            h.setOptionValue(option, False)
     lp = highspy.HighsLp()
     lp.num_col_ = n
     lp.num_row_ = csc.shape[0]

@@ -119,6 +119,7 @@ def solve_integer(
     presolve: bool,
     cutoff: float | None = None,
     probing: bool = True,
+    sub_mips: bool = True,
 ) -> Outcome:
     """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
     cvxpy and solved by HiGHS from ``start``. ``cutoff``: only plans whose objective
@@ -153,6 +154,7 @@ def solve_integer(
         # cvxpy states a maximisation as the minimisation of its negation
         cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
         probing=probing,
+        sub_mips=sub_mips,
     )
     return Outcome(out.status, out.values, compile_s)
 
