@@ -128,15 +128,16 @@ def test_the_cost_stage_finds_the_cheapest_plan_of_the_best_value():
 
 def test_only_the_cost_stage_leaves_highs_sub_mip_heuristics_out(monkeypatch):
     """The cost stage starts from a plan of the best value and searches without
-    HiGHS's sub-MIP heuristics (their sub-MIPs took most of its time); the value
-    search keeps them (its plans come from them). Both stages run here."""
+    HiGHS's sub-MIP heuristics (their sub-MIPs took most of its time), to a gap of
+    COST_STAGE_GAP (finer is float noise); the value search keeps them (its plans
+    come from them) and its gap is zero. Both stages run here."""
     from deepvm.planner.fleet import _model as fleet_model
 
-    asked: list[tuple[bool, bool]] = []
+    asked: list[tuple[bool, bool, float]] = []
     real = fleet_model.solve_integer
 
     def spy(objective, maximise, *args, **kwargs):  # type: ignore[no-untyped-def]
-        asked.append((maximise, kwargs.get("sub_mips", True)))
+        asked.append((maximise, kwargs.get("sub_mips", True), kwargs.get("relative_gap", 0.0)))
         return real(objective, maximise, *args, **kwargs)
 
     monkeypatch.setattr(fleet_model, "solve_integer", spy)
@@ -147,5 +148,7 @@ def test_only_the_cost_stage_leaves_highs_sub_mip_heuristics_out(monkeypatch):
     result = solve(weight, cost, np.repeat(np.arange(6), 5), usage,
                    np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(6, 2.0))  # fmt: skip
     assert result.status == "optimal"
-    assert {maximise for maximise, _ in asked} == {True, False}  # both stages ran
-    assert all(sub_mips is maximise for maximise, sub_mips in asked)
+    assert {maximise for maximise, _, _ in asked} == {True, False}  # both stages ran
+    assert all(sub_mips is maximise for maximise, sub_mips, _ in asked)
+    gaps = {maximise: gap for maximise, _, gap in asked}
+    assert gaps == {True: 0.0, False: fleet_program.COST_STAGE_GAP}

@@ -122,17 +122,18 @@ def solve(
     cutoff: float | None = None,
     probing: bool = True,
     sub_mips: bool = True,
+    relative_gap: float = 0.0,
 ) -> Solution:
     """Solve max (or min) objective @ x subject to rows @ x <= upper, 0 <= x <=
     column_upper (default 1), x integer when ``integer``, to a proven optimum (zero
-    gap). ``start``: a feasible x the MIP search begins from (an upper bound on the
-    search's work, never its answer unless it is optimal). ``deadline``: when to
-    stop (default: ``time_limit_s`` from now). ``cutoff``: only plans better than
-    this objective are sought (a known plan's value, without the plan): none
-    found is ``infeasible``. ``probing``: False leaves presolve's probing and
-    enumeration out (PRESOLVE_RULES_OFF). ``sub_mips``: False leaves out the
-    heuristics that search a sub-MIP for plans (SUB_MIP_HEURISTICS); the proof of
-    the optimum is unchanged."""
+    gap, or ``relative_gap``). ``start``: a feasible x the MIP search begins from
+    (an upper bound on the search's work, never its answer unless it is optimal).
+    ``deadline``: when to stop (default: ``time_limit_s`` from now). ``cutoff``:
+    only plans better than this objective are sought (a known plan's value,
+    without the plan): none found is ``infeasible``. ``probing``: False leaves
+    presolve's probing and enumeration out (PRESOLVE_RULES_OFF). ``sub_mips``:
+    False leaves out the heuristics that search a sub-MIP for plans
+    (SUB_MIP_HEURISTICS); the proof of the optimum is unchanged."""
     import highspy
     import scipy.sparse as sp
 
@@ -143,7 +144,7 @@ def solve(
     with quiet_stdout():
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("mip_rel_gap", float(relative_gap))
     if cutoff is not None:
         h.setOptionValue("objective_bound", float(cutoff))
     h.setOptionValue("mip_abs_gap", 1e-12)

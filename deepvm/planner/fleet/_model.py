@@ -120,6 +120,7 @@ def solve_integer(
     cutoff: float | None = None,
     probing: bool = True,
     sub_mips: bool = True,
+    relative_gap: float = 0.0,
 ) -> Outcome:
     """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
     cvxpy and solved by HiGHS from ``start``. ``cutoff``: only plans whose objective
@@ -155,6 +156,7 @@ def solve_integer(
         cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
         probing=probing,
         sub_mips=sub_mips,
+        relative_gap=relative_gap,
     )
     return Outcome(out.status, out.values, compile_s)
 

@@ -22,7 +22,8 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    best known one are left out of the integer program.
 3. The integer program over the generated columns (a strong plan, quickly), then
    over every column that can beat it: its optimum is the optimum of all.
-4. The cost stage over the columns that can be in a plan of the optimal value.
+4. The cost stage over the columns that can be in a plan of the optimal value,
+   its least cost proven to COST_STAGE_GAP.
 A deadline (``highs.Deadline``) stops any step; the best plan known is returned
 with status ``limit_with_incumbent`` and the best bound known (``bound``).
 """
@@ -46,6 +47,12 @@ from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
 LEXICOGRAPHIC_RTOL = 1e-9
+# The cost stage's plan is proven to cost at most this much (relative) more than the
+# cheapest of the best value. Finer is float noise: the value floor (1e-9) sits under
+# HiGHS's feasibility tolerance (1e-6), so its bound stays a hair under the cheapest
+# plan; at 5,000 jobs (benchmarks/fleet.py) it chased a gap of 3e-8 past the time
+# limit, and with this gap it proves the same plan in 5.5 s.
+COST_STAGE_GAP = 1e-7
 # Column generation: per class and round, the columns of largest reduced cost added.
 COLUMNS_PER_ROUND = 8
 # Cutting rounds at most, and the least relative fall of the bound that keeps them going.
@@ -376,6 +383,7 @@ class _Program:
                 # 14.7-20.9 s -> 5.5-6.3 s). The value search keeps them: without, it
                 # was no faster (its plans come from them).
                 sub_mips=maximise,
+                relative_gap=0.0 if maximise else COST_STAGE_GAP,
             )
             if out.status == INFEASIBLE and start is not None:
                 return OPTIMAL, start  # none as good as the known plan: it is the best
