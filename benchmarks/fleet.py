@@ -110,11 +110,13 @@ def one_size(size: int, mix: str, heavy: bool, cloud: str | None) -> dict:
         fleet_jobs, users = jobs(size, budgets=HEAVY_BUDGETS if heavy else BUDGETS), {}
     inputs = inputs_for(cloud, users)
     stages: dict[str, float] = {}
+    tie_break: list[str] = []
     real = fleet_program.solve
 
     def timed(*args, **kwargs):  # the program's own stages, for where the time goes
         result = real(*args, **kwargs)
         stages.update(result.stages or {})
+        tie_break.append(result.cost_status or "not run")
         return result
 
     fleet_program.solve = timed  # type: ignore[assignment]
@@ -140,6 +142,7 @@ def one_size(size: int, mix: str, heavy: bool, cloud: str | None) -> dict:
     return {
         "jobs": size,
         "status": plan.status,
+        "tie_break": ", ".join(tie_break),
         "planned": sum(j.planned for j in plan.jobs),
         "value": plan.objective_value,
         "bound": plan.objective_bound,
@@ -180,7 +183,8 @@ def main() -> None:
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages_s"].items())
         gap = (r["bound"] - r["value"]) / max(r["value"], 1e-12)
         print(
-            f"{size} jobs: {r['status']}, {r['planned']} planned, value {r['value']:.4f} "
+            f"{size} jobs: {r['status']} (tie-break {r['tie_break']}), {r['planned']} planned, "
+            f"value {r['value']:.4f} "
             f"(bound {r['bound']:.4f}, gap {gap:.1e}); {r['columns']} columns, "
             f"{r['variables']} after filtering, {r['rows']} rows\n"
             f"    fleet plan {r['fleet_cpu_s']:.2f} s CPU (program {stages}); each job alone "

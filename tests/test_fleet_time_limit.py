@@ -107,21 +107,42 @@ def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(monkeypatch, op
     jobs, inputs, best = optimum
     assert best.status == "optimal"
     clock = stop_in(monkeypatch, stage)
+    outcomes: list[str] = []
+    real = fleet_program.solve
+
+    def program(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        outcomes.append(result.cost_status)
+        return result
+
+    monkeypatch.setattr(fleet_program, "solve", program)
     plan = plan_fleet(jobs, inputs, time_limit_s=5)
     assert clock.now > 0  # the deadline did pass, in that stage
     assert plan.status == "limit_with_incumbent"
+    assert outcomes == [""]  # the value is not proven: the cost stage did not run
     assert plan.objective_value <= best.objective_value + 1e-9 <= plan.objective_bound + 1e-6
     check_plan(plan, jobs, inputs)
 
 
 def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimum):
     """The value is proven before the cost stage starts: the plan is optimal in value,
-    its tie-break (the least cost among equals) not proven."""
+    its tie-break (the least cost among equals) not proven, and the program says so
+    (``cost_status``, which benchmarks/fleet.py reports)."""
     jobs, inputs, best = optimum
     clock = stop_in(monkeypatch, "cost")
+    outcomes: list[str] = []
+    real = fleet_program.solve
+
+    def program(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        outcomes.append(result.cost_status)
+        return result
+
+    monkeypatch.setattr(fleet_program, "solve", program)
     plan = plan_fleet(jobs, inputs, time_limit_s=5)
     assert clock.now > 0
     assert plan.status == "optimal"
+    assert outcomes == [highs.LIMIT_WITH_INCUMBENT]
     assert plan.objective_value == pytest.approx(best.objective_value, rel=1e-9)
     cost = sum(j.cluster.hourly_cost for j in plan.jobs if j.planned)
     least = sum(j.cluster.hourly_cost for j in best.jobs if j.planned)

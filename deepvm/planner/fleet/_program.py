@@ -71,6 +71,10 @@ class ProgramResult:
     rows: int
     bound: float = math.nan  # the best bound known on the value of any plan
     stages: dict[str, float] | None = None  # seconds per stage (benchmarks)
+    # The cost stage's own outcome: optimal (the least cost among plans of the best
+    # value, to COST_STAGE_GAP), limit_with_incumbent (stopped: the value is proven,
+    # the tie-break not), or "" where it did not run (the value is not proven).
+    cost_status: str = ""
 
 
 def solve(
@@ -141,7 +145,9 @@ def solve(
     if cheaper is not None and program.cost_of(cheaper) <= program.cost_of(plan):
         plan = cheaper  # else the value is proven; only the tie-break is not
     stages["cost"] = time.perf_counter() - began
-    return program.result(OPTIMAL, plan, variables, bound, stages)
+    tie_break = OPTIMAL if status == OPTIMAL else LIMIT_WITH_INCUMBENT
+    result = program.result(OPTIMAL, plan, variables, bound, stages)
+    return dataclasses.replace(result, cost_status=tie_break)
 
 
 def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarray:
