@@ -129,7 +129,7 @@ def solve(
     kept = lp.competitive(program.value(plan))
     # Unless that search proved its plan best and no column outside can beat it:
     if status != OPTIMAL or not np.isin(kept, lp.generated).all():
-        status, found = program.solve(kept, maximise=True, start=plan)
+        status, found = program.solve(kept, maximise=True, start=plan, heuristics=False)
         if found is not None:
             plan = _better(weight, plan, found)
     stages["value"] = time.perf_counter() - began
@@ -141,7 +141,7 @@ def solve(
     began = time.perf_counter()
     floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
     near = program.cheap_enough(lp.competitive(floor), floor, plan)
-    status, cheaper = program.solve(near, maximise=False, floor=floor, start=plan)
+    status, cheaper = program.solve(near, maximise=False, floor=floor, start=plan, heuristics=False)
     if cheaper is not None and program.cost_of(cheaper) <= program.cost_of(plan):
         plan = cheaper  # else the value is proven; only the tie-break is not
     stages["cost"] = time.perf_counter() - began
@@ -345,12 +345,14 @@ class _Program:
         maximise: bool,
         floor: float | None = None,
         start: np.ndarray | None = None,
+        heuristics: bool = True,
     ) -> tuple[str, np.ndarray | None]:
         """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``
         (each taken up to its class's count); the status and the plan (a column once
         per job). ``start``: a plan known to be feasible: its columns are among those
-        searched. HiGHS runs at its default tolerance (1e-6); an answer that breaks a row by
-        more than float noise is solved again at 1e-9."""
+        searched. ``heuristics``: False leaves HiGHS's sub-MIP heuristics out. HiGHS
+        runs at its default tolerance (1e-6); an answer that breaks a row by more than
+        float noise is solved again at 1e-9."""
         columns = np.unique(np.concatenate([columns, start if start is not None else []]))
         columns = columns.astype(np.int64)
         out = None
@@ -382,13 +384,14 @@ class _Program:
                 # cost stage keeps it: without, HiGHS's first round of cuts there ran
                 # 12 s past its limit.
                 probing=not maximise,
-                # The cost stage without HiGHS's sub-MIP heuristics: it starts with a
-                # plan of the best value (the cutoff), and its root spent most of its
-                # time in their sub-MIPs (measured on the captured three-cloud 100-job
-                # programs, 3 seeds each: 11.1-19.1 s -> 3.1-5.6 s; $1-20/h budgets
-                # 14.7-20.9 s -> 5.5-6.3 s). The value search keeps them: without, it
-                # was no faster (its plans come from them).
-                sub_mips=maximise,
+                # The searches that start from a plan the first search found (the
+                # value's proof, the cost stage) go without HiGHS's sub-MIP
+                # heuristics: their roots spent most of their time in those sub-MIPs
+                # (captured three-cloud programs, seeds 1-3: the 100-job cost stage
+                # 11.1-19.1 s -> 3.1-5.6 s, $1-20/h 14.7-20.9 -> 5.5-6.3 s; the
+                # 1,000-job value proof 16.5-26.0 s -> 8.5-10.0 s). The first search
+                # keeps them: its plan comes from them.
+                sub_mips=heuristics,
                 relative_gap=0.0 if maximise else COST_STAGE_GAP,
             )
             if out.status == INFEASIBLE and start is not None:
