@@ -130,15 +130,17 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     """The first value search finds the plan the others start from, with HiGHS's
     sub-MIP heuristics; the value's proof and the cost stage go without them (their
     sub-MIPs took most of their time). The cost stage's gap is COST_STAGE_GAP
-    (finer is float noise), the value's zero. All three searches run here (more
-    columns per class than the relaxation generates)."""
+    (finer is float noise), the value's zero; none runs presolve's probing. All
+    three searches run here (more columns per class than the relaxation generates)."""
     from deepvm.planner.fleet import _model as fleet_model
 
     asked: list[tuple[bool, bool, float]] = []
+    probed: list[bool] = []
     real = fleet_model.solve_integer
 
     def spy(objective, maximise, *args, **kwargs):  # type: ignore[no-untyped-def]
         asked.append((maximise, kwargs.get("sub_mips", True), kwargs.get("relative_gap", 0.0)))
+        probed.append(kwargs.get("probing", True))
         return real(objective, maximise, *args, **kwargs)
 
     monkeypatch.setattr(fleet_model, "solve_integer", spy)
@@ -150,6 +152,7 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     result = solve(weight, cost, np.repeat(np.arange(classes), per), usage,
                    np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
     assert result.status == result.cost_status == "optimal"  # the tie-break proven too
+    assert probed == [False, False, False]  # presolve's probing: in none of them
     assert asked == [
         (True, True, 0.0),  # the first value search, with them
         (True, False, 0.0),  # the value's proof, from its plan

@@ -376,14 +376,14 @@ class _Program:
                 # What the known plan proves instead of a start: only plans at least
                 # as good as it (to the tie tolerance) are sought.
                 cutoff=self._cutoff(start, maximise),
-                # The value search without presolve's probing: on these programs
-                # (general-integer columns, quota rows of thousands of non-zeros) it
-                # took 5-7 s before the first LP at 1,000 jobs; the shipped mix's
-                # value searches (benchmarks/fleet.py, 100 and 1,000 jobs) ran as fast
-                # or faster without it (1,000 jobs proven in 21.5 s, not 28.6). The
-                # cost stage keeps it: without, HiGHS's first round of cuts there ran
-                # 12 s past its limit.
-                probing=not maximise,
+                # Without presolve's probing: on these programs (general-integer
+                # columns, quota rows of thousands of non-zeros) it took 5-8 s before
+                # the first LP at 1,000 jobs. The value searches ran as fast or faster
+                # without it (1,000 jobs proven in 21.5 s, not 28.6), and so does the
+                # cost stage now that it runs without sub-MIPs (captured 1,000-job
+                # cost stage, seeds 1-2: 23.6-32.7 s -> 13.2-19.9 s; 100 and 5,000
+                # jobs within noise). Its first round of cuts is as long either way.
+                probing=False,
                 # The searches that start from a plan the first search found (the
                 # value's proof, the cost stage) go without HiGHS's sub-MIP
                 # heuristics: their roots spent most of their time in those sub-MIPs
