@@ -13,7 +13,9 @@ Each size runs in a fresh process, which first pays what a process pays once
 (the solver stack's imports, each workload's offers: reported apart, so neither
 side pays it for the other), then reports its CPU seconds (the whole plan and the
 program's stages), its peak resident memory, the plan's status, value and
-proven bound, and the program's size. Targets (issue 36): 100 jobs, the whole
+proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
+program (the arrays the fleet's solver is given) and ``--replay FILE`` re-solves
+one alone, without building the options. Targets (issue 36): 100 jobs, the whole
 plan proven optimal with its tie-break, in under 5 s of CPU and within 2x of
 planning each job alone; 1,000 jobs in under 30 s of CPU and under 2 GiB.
 """
@@ -29,6 +31,9 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+
+import numpy as np
+import scipy.sparse as sp
 
 from deepvm.base.config import JobSpec
 from deepvm.base.errors import DeepvmError
@@ -102,7 +107,46 @@ def inputs_for(cloud: str | None, users: dict) -> Inputs:
     return inputs
 
 
-def one_size(size: int, mix: str, heavy: bool, cloud: str | None) -> dict:
+def save_program(path: str, args: tuple, kwargs: dict) -> None:
+    """The arrays ``fleet_program.solve`` was given, as .npz (``--save-programs``):
+    to re-solve the program alone (``--replay FILE``) without building the options."""
+    weight, cost, owner, usage, capacity = args[:5]
+    usage = sp.csr_matrix(usage)
+    count = kwargs.get("count")
+    np.savez_compressed(
+        path, weight=weight, cost=cost, owner=owner, capacity=capacity,
+        count=np.ones(int(owner.max()) + 1) if count is None else count,
+        usage_data=usage.data, usage_indices=usage.indices, usage_indptr=usage.indptr,
+        usage_shape=np.array(usage.shape),
+    )  # fmt: skip
+
+
+def replay(path: str, time_limit_s: float) -> None:
+    """Re-solve a saved program alone: its status, value, cost and stages."""
+    saved = np.load(path)
+    usage = sp.csr_matrix(
+        (saved["usage_data"], saved["usage_indices"], saved["usage_indptr"]),
+        shape=tuple(saved["usage_shape"]),
+    )
+    import cvxpy  # noqa: F401  (its import is a once-per-process cost, not the solve's)
+
+    began = time.process_time()
+    result = fleet_program.solve(
+        saved["weight"], saved["cost"], saved["owner"], usage, saved["capacity"],
+        time_limit_s, count=saved["count"],
+    )  # fmt: skip
+    stages = ", ".join(f"{k} {v:.2f}" for k, v in (result.stages or {}).items())
+    print(
+        f"{path}: {result.status} (tie-break {result.cost_status or 'not run'}), value "
+        f"{result.objective:.6f} (bound {result.bound:.6f}), cost "
+        f"{float(saved['cost'][result.picked].sum()):.6f}; {time.process_time() - began:.2f} s "
+        f"CPU ({stages})"
+    )
+
+
+def one_size(
+    size: int, mix: str, heavy: bool, cloud: str | None, save_to: str | None = None
+) -> dict:
     """Plan ``size`` jobs in this process; the figures as a dict."""
     if mix == "distinct":
         fleet_jobs, users = distinct_jobs(size)
@@ -114,6 +158,9 @@ def one_size(size: int, mix: str, heavy: bool, cloud: str | None) -> dict:
     real = fleet_program.solve
 
     def timed(*args, **kwargs):  # the program's own stages, for where the time goes
+        if save_to:
+            save_program(f"{save_to}/program-{mix}{'-heavy' if heavy else ''}-"
+                         f"{cloud or 'all'}-{size}.npz", args, kwargs)  # fmt: skip
         result = real(*args, **kwargs)
         stages.update(result.stages or {})
         tie_break.append(result.cost_status or "not run")
@@ -164,10 +211,23 @@ def main() -> None:
     parser.add_argument("--mix", choices=("shipped", "distinct"), default="shipped")
     parser.add_argument("--heavy", action="store_true", help=f"shipped mix: {HEAVY_BUDGETS}")
     parser.add_argument("--cloud", help="plan in this cloud only (aws, gcp, azure)")
+    parser.add_argument(
+        "--save-programs", metavar="DIR",
+        help="also save each size's program (the arrays the fleet's solver is given) in DIR",
+    )  # fmt: skip
+    parser.add_argument(
+        "--replay", metavar="FILE",
+        help="re-solve one saved program alone (HiGHS's time only) and stop",
+    )  # fmt: skip
+    parser.add_argument("--time-limit", type=float, default=30.0, help="for --replay")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.replay:
+        replay(args.replay, args.time_limit)
+        return
     if args.child is not None:
-        print(json.dumps(one_size(args.child, args.mix, args.heavy, args.cloud)))
+        result = one_size(args.child, args.mix, args.heavy, args.cloud, args.save_programs)
+        print(json.dumps(result))
         return
     print(f"mix: {args.mix}{' (heavy budgets)' if args.heavy else ''}; "
           f"clouds: {args.cloud or 'all three as shipped'}")  # fmt: skip
@@ -175,6 +235,7 @@ def main() -> None:
         argv = [sys.executable, __file__, "--child", str(size), "--mix", args.mix]
         argv += ["--heavy"] if args.heavy else []
         argv += ["--cloud", args.cloud] if args.cloud else []
+        argv += ["--save-programs", args.save_programs] if args.save_programs else []
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
             print(f"{size} jobs: failed\n{done.stderr[-2000:]}")
