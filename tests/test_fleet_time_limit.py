@@ -86,6 +86,21 @@ def stop_in(monkeypatch, stage: str) -> StageClock:
     return clock
 
 
+def cost_stage_outcomes(monkeypatch) -> list[str]:
+    """Each program solve's ``cost_status`` (the tie-break proven, stopped, or not
+    run), in order, as the fleet's plans are made."""
+    outcomes: list[str] = []
+    real = fleet_program.solve
+
+    def program(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        outcomes.append(result.cost_status)
+        return result
+
+    monkeypatch.setattr(fleet_program, "solve", program)
+    return outcomes
+
+
 @pytest.fixture(scope="module")
 def optimum():
     """The jobs, the inputs, and their plan unhindered (the optimum)."""
@@ -107,15 +122,7 @@ def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(monkeypatch, op
     jobs, inputs, best = optimum
     assert best.status == "optimal"
     clock = stop_in(monkeypatch, stage)
-    outcomes: list[str] = []
-    real = fleet_program.solve
-
-    def program(*args, **kwargs):  # type: ignore[no-untyped-def]
-        result = real(*args, **kwargs)
-        outcomes.append(result.cost_status)
-        return result
-
-    monkeypatch.setattr(fleet_program, "solve", program)
+    outcomes = cost_stage_outcomes(monkeypatch)
     plan = plan_fleet(jobs, inputs, time_limit_s=5)
     assert clock.now > 0  # the deadline did pass, in that stage
     assert plan.status == "limit_with_incumbent"
@@ -130,15 +137,7 @@ def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimu
     (``cost_status``, which benchmarks/fleet.py reports)."""
     jobs, inputs, best = optimum
     clock = stop_in(monkeypatch, "cost")
-    outcomes: list[str] = []
-    real = fleet_program.solve
-
-    def program(*args, **kwargs):  # type: ignore[no-untyped-def]
-        result = real(*args, **kwargs)
-        outcomes.append(result.cost_status)
-        return result
-
-    monkeypatch.setattr(fleet_program, "solve", program)
+    outcomes = cost_stage_outcomes(monkeypatch)
     plan = plan_fleet(jobs, inputs, time_limit_s=5)
     assert clock.now > 0
     assert plan.status == "optimal"
