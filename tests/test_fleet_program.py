@@ -158,3 +158,34 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
         (True, False, 0.0),  # the value's proof, from its plan
         (False, False, fleet_program.COST_STAGE_GAP),  # the cost stage
     ]
+
+
+def test_a_stopped_first_search_leaves_the_heuristics_to_the_proof(monkeypatch):
+    """Where the first search was stopped (its plan weaker), the value's proof keeps
+    HiGHS's sub-MIP heuristics: they still find better plans (the distinct mix)."""
+    import dataclasses
+
+    from deepvm.planner._highs import LIMIT_WITH_INCUMBENT
+    from deepvm.planner.fleet import _model as fleet_model
+
+    asked: list[tuple[bool, bool]] = []
+    real = fleet_model.solve_integer
+
+    def first_stopped(objective, maximise, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(objective, maximise, *args, **kwargs)
+        asked.append((maximise, kwargs.get("sub_mips", True)))
+        if len(asked) == 1:  # the first search, as if its share of time ran out
+            out = dataclasses.replace(out, status=LIMIT_WITH_INCUMBENT)
+        return out
+
+    monkeypatch.setattr(fleet_model, "solve_integer", first_stopped)
+    rng = np.random.default_rng(0)
+    classes, per = 8, 24
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
+    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
+    cost = rng.uniform(0.1, 1.0, classes * per)
+    result = solve(weight, cost, np.repeat(np.arange(classes), per), usage,
+                   np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
+    assert result.status == "optimal"
+    assert asked[:2] == [(True, True), (True, True)]  # the proof with them
+    assert asked[2:] == [(False, False)]  # the cost stage without
