@@ -126,6 +126,18 @@ def test_the_cost_stage_finds_the_cheapest_plan_of_the_best_value():
     assert float(case["cost"][result.picked].sum()) == pytest.approx(0.4875)
 
 
+def solve_three_searches():  # type: ignore[no-untyped-def]
+    """A program on which all three searches run (more columns per class than the
+    relaxation generates, so the value's proof follows the first search), solved."""
+    rng = np.random.default_rng(0)
+    classes, per = 8, 24
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
+    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
+    cost = rng.uniform(0.1, 1.0, classes * per)
+    return solve(weight, cost, np.repeat(np.arange(classes), per), usage,
+                 np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
+
+
 def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     """The first value search finds the plan the others start from, with HiGHS's
     sub-MIP heuristics; the value's proof and the cost stage go without them (their
@@ -144,13 +156,7 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
         return real(objective, maximise, *args, **kwargs)
 
     monkeypatch.setattr(fleet_model, "solve_integer", spy)
-    rng = np.random.default_rng(0)
-    classes, per = 8, 24
-    usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
-    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
-    cost = rng.uniform(0.1, 1.0, classes * per)
-    result = solve(weight, cost, np.repeat(np.arange(classes), per), usage,
-                   np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
+    result = solve_three_searches()
     assert result.status == result.cost_status == "optimal"  # the tie-break proven too
     assert probed == [False, False, False]  # presolve's probing: in none of them
     assert asked == [
@@ -179,13 +185,7 @@ def test_a_stopped_first_search_leaves_the_heuristics_to_the_proof(monkeypatch):
         return out
 
     monkeypatch.setattr(fleet_model, "solve_integer", first_stopped)
-    rng = np.random.default_rng(0)
-    classes, per = 8, 24
-    usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
-    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
-    cost = rng.uniform(0.1, 1.0, classes * per)
-    result = solve(weight, cost, np.repeat(np.arange(classes), per), usage,
-                   np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
+    result = solve_three_searches()
     assert result.status == "optimal"
     assert asked[:2] == [(True, True), (True, True)]  # the proof with them
     assert asked[2:] == [(False, False)]  # the cost stage without
