@@ -181,3 +181,59 @@ def test_a_deadline_stops_highs_by_its_interrupt_callback():
     assert lp.solve(never)[0] == highs.OPTIMAL
     done = highs.solve(value, rows, upper, maximise=True, integer=True, deadline=never)
     assert done.status == highs.OPTIMAL
+
+
+def test_highs_runs_on_one_thread_or_on_the_scheduler_another_caller_started():
+    """Every HiGHS run of the planner asks for highs.THREADS threads. HiGHS refuses
+    to run when this process's scheduler was started on another number (by any
+    other HiGHS user in the process); the planner's three ways into HiGHS (a MIP,
+    the growing LP, the cost stage's cvxpy LP) then run on that number and still
+    reach their optimum."""
+    import highspy
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner import _highs as highs
+    from deepvm.planner.fleet import _model
+
+    rows = sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [2.0, 3.0, 4.0]]))
+    value, upper = np.array([3.0, 2.0, 5.0]), np.array([1.0, 3.0])
+
+    def all_three() -> None:
+        mip = highs.solve(value, rows, upper, maximise=True, integer=True)
+        assert mip.status == highs.OPTIMAL and np.round(mip.values).tolist() == [1, 0, 0]
+        lp = highs.GrowingLP(upper)
+        lp.add_columns(value, rows)
+        status, _x, _duals, objective = lp.solve(highs.Deadline(60))
+        assert status == highs.OPTIMAL and objective == pytest.approx(4.0)
+        least = _model.least_cost_relaxation(
+            value, [_model.ValueFloor(value, 3.0, 1e-9)], np.arange(3), highs.Deadline(60)
+        )
+        assert least is not None and least[0] == pytest.approx(3.0)
+
+    given: list[object] = []
+    real = highspy.Highs.setOptionValue
+
+    def spy(self, name, value):  # type: ignore[no-untyped-def]
+        if name == "threads":
+            given.append(value)
+        return real(self, name, value)
+
+    other = next(n for n in (2, 3) if n != highs.THREADS)
+    try:
+        highspy.Highs.resetGlobalScheduler(True)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(highspy.Highs, "setOptionValue", spy)
+            all_three()  # the planner starts the scheduler: its own number
+            assert given and set(given) == {highs.THREADS}
+            highspy.Highs.resetGlobalScheduler(True)
+            started = highspy.Highs()
+            started.setOptionValue("output_flag", False)
+            started.setOptionValue("threads", other)
+            started.addVar(0.0, 1.0)
+            assert started.run() == highspy.HighsStatus.kOk
+            given.clear()
+            all_three()  # another caller's scheduler: refused on THREADS, run on it
+            assert highs.THREADS in given and 0 in given
+    finally:
+        highspy.Highs.resetGlobalScheduler(True)
