@@ -189,3 +189,28 @@ def test_a_stopped_first_search_leaves_the_heuristics_to_the_proof(monkeypatch):
     assert result.status == "optimal"
     assert asked[:2] == [(True, True), (True, True)]  # the proof with them
     assert asked[2:] == [(False, False)]  # the cost stage without
+
+
+def test_the_cost_stage_relaxation_keeps_each_column_to_its_class_count():
+    """The cost stage's LP relaxation bounds each column by its class's count, as the
+    integer program does: its constraint objects leave out the rows those bounds
+    already keep (a class of one column), so without the bounds the relaxation took
+    the cheap column twice and its least cost (2) was far under any plan's (11)."""
+    from deepvm.planner._highs import Deadline
+    from deepvm.planner.fleet import _model
+
+    weight, cost, owner, count = np.ones(2), np.array([1.0, 10.0]), np.array([0, 1]), np.ones(2)
+    floor = 2.0  # both jobs planned: the only plan takes both columns
+    constraints = [
+        _model.PerClass(owner, count),
+        _model.SharedLimits(sp.csc_matrix((0, 2)), np.zeros(0), count[owner]),
+        _model.ValueFloor(weight, floor, 1e-9),
+    ]
+    assert not _model.PerClass(owner, count).rows(np.arange(2))[0].shape[0]  # left out
+    relaxed = _model.least_cost_relaxation(
+        cost, constraints, np.arange(2), count[owner], Deadline(60)
+    )
+    assert relaxed is not None
+    least, added = relaxed
+    assert least == pytest.approx(11.0, rel=1e-6)
+    assert (least + np.maximum(added, 0.0) <= 11.0 + 1e-6).all()  # both stay in the plan

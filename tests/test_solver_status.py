@@ -206,8 +206,9 @@ def test_highs_runs_on_one_thread_or_on_the_scheduler_another_caller_started():
         lp.add_columns(value, rows)
         status, _x, _duals, objective = lp.solve(highs.Deadline(60))
         assert status == highs.OPTIMAL and objective == pytest.approx(4.0)
+        floor = [_model.ValueFloor(value, 3.0, 1e-9)]
         least = _model.least_cost_relaxation(
-            value, [_model.ValueFloor(value, 3.0, 1e-9)], np.arange(3), highs.Deadline(60)
+            value, floor, np.arange(3), np.ones(3), highs.Deadline(60)
         )
         assert least is not None and least[0] == pytest.approx(3.0)
 

@@ -329,8 +329,9 @@ class _Program:
         columns = np.union1d(columns, plan).astype(np.int64)
         began = time.perf_counter()
         relaxed = fleet_model.least_cost_relaxation(
-            self.cost, self.constraints(floor), columns, self.deadline
-        )
+            self.cost, self.constraints(floor), columns, self.count[self.owner[columns]],
+            self.deadline,
+        )  # fmt: skip
         self.timing["cost relaxation"] = time.perf_counter() - began
         if relaxed is None:
             return columns
