@@ -26,13 +26,11 @@ __all__ = [
     "LIMIT_NO_INCUMBENT",
     "LIMIT_WITH_INCUMBENT",
     "OPTIMAL",
-    "THREADS",
     "Deadline",
     "FloatArray",
     "GrowingLP",
     "Solution",
     "quiet_stdout",
-    "run",
     "solve",
 ]
 
@@ -99,13 +97,6 @@ class Solution:
 # HiGHS's presolve rules left out where ``solve`` is asked for no probing: probing
 # and enumeration, bits 15 and 16 of its ``presolve_rule_off``.
 PRESOLVE_RULES_OFF = (1 << 15) | (1 << 16)
-# HiGHS runs on one thread. Its MIP search is serial but for a few root steps, and on
-# the fleet's programs a second thread added CPU without saving wall time (captured
-# three-cloud programs, benchmarks/fleet.py --replay, this machine's 2 cores: 100 jobs
-# 24.4-28.4 s of CPU on two threads, 19.5-20.5 s on one, 20-23 s of wall time either
-# way; 1,000 jobs 41.7 -> 35.8 s of CPU). A nightly shares its machine.
-THREADS = 1
-
 # HiGHS's heuristics that solve a sub-MIP, left out where ``solve`` is asked for no
 # sub-MIPs: RINS, RENS and the root reduced-cost heuristic.
 SUB_MIP_HEURISTICS = (
@@ -194,7 +185,7 @@ def solve(
         given.value_valid = True
         h.setSolution(given)
     with quiet_stdout(), (deadline or Deadline(time_limit_s)).watching(h):
-        run(h)
+        h.run()
     seconds = time.perf_counter() - began
     model = h.getModelStatus()
     statuses = highspy.HighsModelStatus
@@ -271,26 +262,13 @@ class GrowingLP:
         import highspy
 
         with quiet_stdout(), deadline.watching(self.h):
-            run(self.h)
+            self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return LIMIT_NO_INCUMBENT, np.zeros(0), np.zeros(0), math.nan
         solution = self.h.getSolution()
         x = np.asarray(solution.col_value, dtype=float)
         duals = np.maximum(np.asarray(solution.row_dual, dtype=float), 0.0)
         return OPTIMAL, x, duals, float(self.h.getInfo().objective_function_value)
-
-
-def run(h: Any) -> None:
-    """``h.run()`` on THREADS threads or, where this process's HiGHS scheduler was
-    started on another number (HiGHS then refuses to run), on that number."""
-    import highspy
-
-    h.setOptionValue("threads", THREADS)
-    # A refused run returns at once, and its model status may still be the last
-    # run's: any error is run again (an error of the solve itself comes back).
-    if h.run() == highspy.HighsStatus.kError:
-        h.setOptionValue("threads", 0)  # 0: the scheduler's own number
-        h.run()
 
 
 @contextlib.contextmanager

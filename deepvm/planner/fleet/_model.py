@@ -184,16 +184,10 @@ def least_cost_relaxation(
     stated = [(c.rows(columns), c) for c in constraints]
     rows = [m @ x <= u for (m, u), _ in stated if m.shape[0]]
     problem = cp.Problem(cp.Minimize(cost[columns] @ x), rows)
-    # On highs.THREADS threads or, where this process's HiGHS scheduler was started on
-    # another number (HiGHS then refuses to run: cvxpy's SolverError), on that number.
-    for threads in ({"threads": highs.THREADS}, {}):
-        try:
-            with highs.quiet_stdout():
-                problem.solve(solver=cp.HIGHS, time_limit=max(deadline.left(), 0.0), **threads)
-            break
-        except cp.error.SolverError:
-            continue
-    else:
+    try:
+        with highs.quiet_stdout():
+            problem.solve(solver=cp.HIGHS, time_limit=max(deadline.left(), 0.0))
+    except cp.error.SolverError:
         return None
     if problem.status != cp.OPTIMAL:
         return None
