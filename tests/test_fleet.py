@@ -284,6 +284,35 @@ def test_undominated_by_groups_agrees_with_comparing_every_pair():
             assert list(grouped) == list(_pareto(points, 256, margin))
 
 
+def test_each_budgets_options_are_the_spec_frontier_within_that_budget():
+    """job_options takes a spec's undominated clusters once (PlannerRows.frontier) and
+    keeps those within each job's budget: on the shipped catalog, for every budget
+    of the benchmark's spread and a gpt2 and a cost job, exactly the clusters that
+    comparing the ones within that budget alone keeps."""
+    import numpy as np
+
+    from deepvm.planner._enumeration import budget_limit
+    from deepvm.planner.fleet._options import job_options, planner_rows
+    from deepvm.planner.inputs import Inputs
+
+    inputs = Inputs.load()
+    specs = [JobSpec(workload="gpt2"), JobSpec(workload="resnet50", objective="cost",
+                                               work_flops=2e18)]  # fmt: skip
+    for spec in specs:
+        planner = job_planner(spec, inputs.offers(spec.workload), 20.0, None)[0]
+        rows = planner_rows(planner)
+        for budget in (1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0):
+            within = np.flatnonzero(rows.cost <= float(budget_limit(budget)))
+            alone = within[undominated(np.column_stack(
+                [-rows.score[within], rows.cost[within], rows.usage[within]]))]  # fmt: skip
+            options = job_options(planner, budget, rows)
+            assert options.considered == len(within)
+            assert len(options) == len(alone) > 0
+            assert np.array_equal(options.cost, rows.cost[alone])
+            assert np.array_equal(options.score, rows.score[alone])
+            assert np.array_equal(options.usage, rows.usage[alone])
+
+
 def two_jobs_one_on_demand_quota():
     """Job a fills the G on-demand quota with on-demand nodes; job b's Tiering
     cluster is cheapest with a remote node of group G, which no longer fits."""

@@ -70,6 +70,14 @@ class PlannerRows:
     usage: FloatArray
     keys: list[QuotaKey]
 
+    @functools.cached_property
+    def frontier(self) -> np.ndarray:
+        """The rows (ascending) no other row dominates on score, cost and quota use.
+        A row's dominator costs no more than it, so within any budget the undominated
+        rows are these less the ones over it: one comparison for every budget of a
+        spec (benchmarks/fleet.py: jobs of one spec with several budgets)."""
+        return undominated(np.column_stack([-self.score, self.cost, self.usage]))
+
 
 def planner_rows(planner: Planner) -> PlannerRows:
     """Every cluster the planner's ``deepvm`` policy may pick within its budget cap."""
@@ -114,11 +122,11 @@ def job_options(
     each remote type that can host it, less the dominated ones. ``every``: the
     planner's rows (planner_rows), when jobs of one spec share them."""
     every = every if every is not None else planner_rows(planner)
-    within = np.flatnonzero(every.cost <= float(budget_limit(budget)))
-    points = np.column_stack([-every.score[within], every.cost[within], every.usage[within]])
+    limit = float(budget_limit(budget))
+    within = np.flatnonzero(every.cost <= limit)
     # A running job's candidates are valued net of moving (planner.fleet.running): a cluster
     # dominated on its score may be worth more than its dominator after the move.
-    kept = within[undominated(points)] if prune else within
+    kept = every.frontier[every.cost[every.frontier] <= limit] if prune else within
     c = planner.candidates
     configs = [
         Config(arch.REGISTRY[int(c.architecture[k])].name, int(c.worker[k]), int(c.n[k]))
