@@ -1,0 +1,91 @@
+"""The fleet plan improved by neighbourhoods (deepvm.planner.fleet._neighbourhoods):
+the exchange of a few jobs that no single move finds, and on random programs a
+plan within every limit, never worth less than the one it was given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from deepvm.planner._highs import Deadline
+from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
+from deepvm.planner.fleet._rounding import RoundingState, rounded_plan, within_limits
+
+# Three jobs (classes 0, 1, 2) and two quota keys. Job 0 can leave key 0 for key 1 at a
+# small loss; the room it frees lets jobs 1 and 2 take their faster clusters.
+#            a-fast a-slow b-slow b-fast c-slow c-fast
+WEIGHT = np.array([1.0, 0.9, 1.0, 1.2, 1.0, 1.2])
+OWNER = np.array([0, 0, 1, 1, 2, 2])
+USAGE = sp.csc_matrix(np.array([
+    [16.0, 0.0, 12.0, 20.0, 12.0, 20.0],  # key 0: 40
+    [0.0, 12.0, 0.0, 0.0, 0.0, 0.0],  # key 1: 12
+]))  # fmt: skip
+CAPACITY = np.array([40.0, 12.0])
+
+
+def every_column(_value: float) -> np.ndarray:
+    return np.arange(len(WEIGHT))
+
+
+def test_an_exchange_of_three_jobs_that_no_single_move_finds():
+    """The plan (each job on its first cluster) fills key 0; each job's better
+    cluster alone does not fit, and job 0's other one is worth less: the local search
+    of the plan without a solver keeps it. Planning the jobs on key 0 again finds the
+    exchange: job 0 to key 1, jobs 1 and 2 to their faster clusters."""
+    plan = np.array([0, 2, 4])
+    state = RoundingState(WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY)
+    assert sorted(rounded_plan(state, np.bincount(plan, minlength=6).astype(float))) == [0, 2, 4]
+    better = neighbourhoods.improve(
+        WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, every_column, Deadline(60)
+    )
+    assert sorted(better.tolist()) == [1, 3, 5]
+    assert WEIGHT[better].sum() == pytest.approx(3.3)
+    assert within_limits(OWNER, np.ones(3), USAGE, CAPACITY, better)
+
+
+def test_no_time_left_keeps_the_plan():
+    plan = np.array([0, 2, 4])
+    gone = Deadline(0.0, lambda: 0.0)
+    same = neighbourhoods.improve(WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, every_column,
+                                  gone)  # fmt: skip
+    assert same.tolist() == plan.tolist()
+
+
+def test_only_columns_that_can_beat_the_plan_are_searched():
+    """``competitive`` says which columns can be in a plan worth a value: here none
+    but the plan's own, so the plan stays."""
+    plan = np.array([0, 2, 4])
+    kept = neighbourhoods.improve(
+        WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, lambda _v: plan, Deadline(60)
+    )
+    assert sorted(kept.tolist()) == [0, 2, 4]
+
+
+def test_random_programs_keep_every_limit_and_never_lose_value():
+    """From the plan without a solver, on random programs: within every limit, worth
+    no less, and (so that the check covers plans it changed) better on some."""
+    rng = np.random.default_rng(11)
+    gained = 0
+    for _ in range(30):
+        classes, keys = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+        owner = np.sort(rng.integers(0, classes, size=int(rng.integers(classes, 4 * classes))))
+        owner[:classes] = np.arange(classes)  # every class has a column
+        owner = np.sort(owner)
+        count = rng.integers(1, 4, size=classes).astype(float)
+        weight = rng.uniform(0.2, 2.0, len(owner))
+        usage = rng.integers(0, 9, size=(keys, len(owner))).astype(float)
+        usage[rng.random(usage.shape) < 0.4] = 0.0
+        resources = sp.csc_matrix(usage)
+        capacity = rng.integers(4, 20, size=keys).astype(float)
+        state = RoundingState(weight, owner, count, resources, capacity)
+        plan = rounded_plan(state, np.zeros(len(owner)))
+        every = np.arange(len(owner))
+        better = neighbourhoods.improve(
+            weight, owner, count, resources, capacity, plan,
+            lambda _v, every=every: every, Deadline(60),
+        )  # fmt: skip
+        assert within_limits(owner, count, resources, capacity, better)
+        assert weight[better].sum() >= weight[plan].sum() - 1e-12
+        gained += bool(weight[better].sum() > weight[plan].sum() + 1e-9)
+    assert gained >= 3
