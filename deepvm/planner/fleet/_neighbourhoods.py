@@ -4,7 +4,8 @@ search. For each quota key the plan leaves nearly full, tightest first, the
 classes the plan places on that key are planned again over every column that can
 still beat the plan, within what the other picks leave of every shared limit; a
 plan worth more replaces the one in hand. Passes go on until one gains nothing or
-the step's deadline passes.
+the step's deadline passes; a pass stops early after STALL neighbourhoods in a
+row that gain nothing.
 
 Why: the plan the first search finds over the generated columns is often an
 exchange of two or three jobs short of the optimum (three clouds, 100 jobs: one
