@@ -17,7 +17,9 @@ to HiGHS directly, as the relaxation's does, without cvxpy's compile per solve."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ import scipy.sparse as sp
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.fleet._model import PerClass, SharedLimits
-from deepvm.planner.fleet._rounding import within_limits
+from deepvm.planner.fleet._rounding import used_by, within_limits
 from deepvm.planner.offers import FloatArray
 
 __all__ = ["FULL", "GAIN", "STALL", "improve"]
@@ -56,72 +58,73 @@ def improve(
     the module docstring) until none gains or ``deadline`` passes. ``competitive``:
     the columns that can be in a plan worth at least a value (the relaxation's
     reduced costs). Always a feasible plan, worth at least ``plan``."""
+    fleet = _Fleet(weight, owner, count, resources, capacity)
     plan = np.asarray(plan, dtype=np.int64)
-    by_key = resources.tocsr()
     gained = True
     while gained and not deadline.passed():
         gained = False
         columns = competitive(float(weight[plan].sum()))
-        used = _used(resources, plan)
+        used = used_by(resources, plan)
         slack = np.where(capacity > 0, (capacity - used) / np.maximum(capacity, 1e-12), np.inf)
         fruitless = 0
         for key in np.argsort(slack, kind="stable"):
             if not slack[key] < FULL or fruitless >= STALL or deadline.passed():
                 break
-            better = _replan(weight, owner, count, resources, by_key, capacity, plan, key,
-                             columns, deadline)  # fmt: skip
+            better = fleet.replan(plan, int(key), columns, deadline)
             fruitless = 0 if better is not None else fruitless + 1
             if better is not None:
                 plan, gained = better, True
     return plan
 
 
-def _replan(
-    weight: FloatArray,
-    owner: np.ndarray,
-    count: FloatArray,
-    resources: Any,
-    by_key: Any,  # the same, csr
-    capacity: FloatArray,
-    plan: np.ndarray,
-    key: int,
-    columns: np.ndarray,
-    deadline: Deadline,
-) -> np.ndarray | None:
-    """The plan with the classes on ``key`` planned again (module docstring), or
-    None where that gains nothing (or HiGHS finds nothing in time)."""
-    on_key = by_key[key][:, plan].toarray().ravel() > 0
-    classes = np.unique(owner[plan[on_key]])
-    freed = np.isin(owner[plan], classes)
-    kept, current = plan[~freed], plan[freed]
-    candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
-    left = capacity - _used(resources, kept)
-    upper = count[owner[candidates]]
-    rows = [PerClass(owner, count).rows(candidates),
-            SharedLimits(resources, left, count[owner]).rows(candidates)]  # fmt: skip
-    matrix = sp.vstack([m for m, _ in rows]).tocsr()
-    bounds = np.concatenate([b for _, b in rows])
-    worth = float(weight[current].sum())
-    floor = worth + GAIN * max(abs(float(weight[plan].sum())), 1.0)
-    best = np.zeros(len(count))
-    np.maximum.at(best, owner[candidates], weight[candidates])
-    if not matrix.shape[0] or float(best[classes] @ count[classes]) <= floor:
-        return None  # nothing binds these classes, or each job has its best already
-    out = highs.solve(
-        weight[candidates], matrix, bounds, maximise=True, integer=True, presolve=True,
-        column_upper=upper, cutoff=floor, deadline=deadline,
-    )  # fmt: skip
-    if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
-        return None
-    taken = np.maximum(np.round(out.values), 0.0).astype(np.int64)
-    new = np.repeat(candidates, taken)
-    better = np.sort(np.concatenate([kept, new]))
-    if float(weight[new].sum()) <= floor:
-        return None
-    if not within_limits(owner, count, resources, capacity, better):  # HiGHS: to 1e-6
-        return None
-    return better
+@dataclass(frozen=True)
+class _Fleet:
+    """The program's arrays, as the neighbourhoods read them."""
 
+    weight: FloatArray
+    owner: np.ndarray
+    count: FloatArray
+    resources: Any  # csc: limits x columns
+    capacity: FloatArray
 
-def _used(resources: Any, plan: np.ndarray) -> FloatArray:
-    return np.asarray(resources[:, plan].sum(axis=1)).ravel()
+    @functools.cached_property
+    def by_key(self) -> Any:
+        return self.resources.tocsr()
+
+    def replan(
+        self, plan: np.ndarray, key: int, columns: np.ndarray, deadline: Deadline
+    ) -> np.ndarray | None:
+        """The plan with the classes on ``key`` planned again (module docstring), or
+        None where that gains nothing (or HiGHS finds nothing in time)."""
+        weight, owner, count = self.weight, self.owner, self.count
+        on_key = self.by_key[key][:, plan].toarray().ravel() > 0
+        classes = np.unique(owner[plan[on_key]])
+        freed = np.isin(owner[plan], classes)
+        kept, current = plan[~freed], plan[freed]
+        candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
+        floor = float(weight[current].sum()) + GAIN * max(abs(float(weight[plan].sum())), 1.0)
+        best = np.zeros(len(count))
+        np.maximum.at(best, owner[candidates], weight[candidates])
+        if float(best[classes] @ count[classes]) <= floor:
+            return None  # each of these jobs has its best cluster already
+        left = self.capacity - used_by(self.resources, kept)
+        rows = [PerClass(owner, count).rows(candidates),
+                SharedLimits(self.resources, left, count[owner]).rows(candidates)]  # fmt: skip
+        matrix = sp.vstack([m for m, _ in rows]).tocsr()
+        if not matrix.shape[0]:
+            return None  # nothing binds these classes: each has its best already
+        out = highs.solve(
+            weight[candidates], matrix, np.concatenate([b for _, b in rows]), maximise=True,
+            integer=True, presolve=True, column_upper=count[owner[candidates]], cutoff=floor,
+            deadline=deadline,
+        )  # fmt: skip
+        if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
+            return None
+        new = np.repeat(candidates, np.maximum(np.round(out.values), 0.0).astype(np.int64))
+        better = np.sort(np.concatenate([kept, new]))
+        if float(weight[new].sum()) <= floor:
+            return None
+        # HiGHS answers to its feasibility tolerance (1e-6); the plan must hold to ours.
+        if not within_limits(owner, count, self.resources, self.capacity, better):
+            return None
+        return better

@@ -15,7 +15,15 @@ import numpy as np
 
 from deepvm.planner.offers import FloatArray
 
-__all__ = ["PASSES", "TOLERANCE", "RoundingState", "fits_each", "rounded_plan", "within_limits"]
+__all__ = [
+    "PASSES",
+    "TOLERANCE",
+    "RoundingState",
+    "fits_each",
+    "rounded_plan",
+    "used_by",
+    "within_limits",
+]
 
 TOLERANCE = 1e-9  # relative: a limit this close to full still holds
 PASSES = 10  # local-search passes at most; each gains or stops
@@ -29,13 +37,19 @@ def fits_each(block: Any, left: FloatArray) -> np.ndarray:
     return np.bincount(columns[bad], minlength=block.shape[1]) == 0
 
 
+def used_by(resources: Any, plan: np.ndarray) -> FloatArray:
+    """What ``plan`` (columns, one per job) takes of each limit (``resources``:
+    limits x columns)."""
+    return np.asarray(resources[:, plan].sum(axis=1)).ravel()
+
+
 def within_limits(
     owner: np.ndarray, count: FloatArray, resources: Any, capacity: FloatArray, plan: np.ndarray
 ) -> bool:
     """Whether ``plan`` (columns, one per job) keeps every class within its count and
     every limit (``resources``: limits x columns) within its capacity, to TOLERANCE."""
     per_class = np.bincount(owner[plan], minlength=len(count))
-    used = np.asarray(resources[:, plan].sum(axis=1)).ravel()
+    used = used_by(resources, plan)
     room = capacity + TOLERANCE * np.maximum(np.abs(capacity), 1.0)
     return bool((per_class <= count + TOLERANCE).all() and (used <= room).all())
 
