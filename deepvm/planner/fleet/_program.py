@@ -42,6 +42,7 @@ import scipy.sparse as sp
 
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner.fleet import _face
 from deepvm.planner.fleet import _model as fleet_model
 from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
 from deepvm.planner.fleet._rounding import RoundingState, rounded_plan, within_limits
@@ -64,6 +65,8 @@ CUT_PROGRESS = 1e-5
 FIRST_SEARCH_SHARE = 0.4
 # The share of the time left then that the neighbourhoods (_neighbourhoods) may take.
 NEIGHBOURHOOD_SHARE = 0.1
+# The share of the time left then that narrowing the columns (_face) may take.
+FACE_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -138,25 +141,39 @@ def solve(
         deadline.share(NEIGHBOURHOOD_SHARE),
     )  # fmt: skip
     stages["neighbourhoods"] = time.perf_counter() - local  # within "value"
-    kept = lp.competitive(program.value(plan))
+    # The columns that can be in a plan at least as good (to the tie tolerance), and
+    # the cuts that show it (_face): valid for every plan the proof and the cost
+    # stage seek, so rows of both.
+    local = time.perf_counter()
+    floor = _floor(program.value(plan))
+    face = _face.narrowed(
+        weight, owner, count, program.resources, program.capacity, (lp.cuts, lp.cut_rhs),
+        lp.competitive(floor), plan, floor, deadline.share(FACE_SHARE),
+    )  # fmt: skip
+    stages["face"] = time.perf_counter() - local  # within "value"
+    program = program.with_cuts(
+        sp.vstack([lp.cuts, face.cuts]).tocsr(), np.concatenate([lp.cut_rhs, face.rhs])
+    )
     # Unless that search proved its plan best and no column outside can beat it:
-    if status != OPTIMAL or not np.isin(kept, lp.generated).all():
+    if status != OPTIMAL or not np.isin(face.columns, lp.generated).all():
         # From a plan the first search proved best of its columns, without HiGHS's
         # sub-MIP heuristics (see solve); where that search was stopped, its plan is
         # weaker and they still find better ones (the distinct mix, 1,000 jobs: the
         # gap at the limit 5e-4 with them, 1.4e-3 without).
-        status, found = program.solve(kept, maximise=True, start=plan, heuristics=status != OPTIMAL)
+        status, found = program.solve(
+            face.columns, maximise=True, start=plan, heuristics=status != OPTIMAL
+        )
         if found is not None:
             plan = _better(weight, plan, found)
     stages["value"] = time.perf_counter() - began
-    variables = len(lp.competitive(program.value(plan)))
+    variables = len(face.columns)
     if status != OPTIMAL:
         return program.result(LIMIT_WITH_INCUMBENT, plan, variables, bound, stages)
-    best = program.value(plan)
-    # 4. The least cost among plans of that value (to LEXICOGRAPHIC_RTOL).
+    # 4. The least cost among plans of that value (to LEXICOGRAPHIC_RTOL): over the
+    # face, whose floor is at most this one.
     began = time.perf_counter()
-    floor = best - LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
-    near = program.cheap_enough(lp.competitive(floor), floor, plan)
+    floor = _floor(program.value(plan))
+    near = program.cheap_enough(face.columns, floor, plan)
     status, cheaper = program.solve(near, maximise=False, floor=floor, start=plan, heuristics=False)
     if cheaper is not None and program.cost_of(cheaper) <= program.cost_of(plan):
         plan = cheaper  # else the value is proven; only the tie-break is not
@@ -164,6 +181,11 @@ def solve(
     tie_break = OPTIMAL if status == OPTIMAL else LIMIT_WITH_INCUMBENT
     result = program.result(OPTIMAL, plan, variables, bound, stages)
     return dataclasses.replace(result, cost_status=tie_break)
+
+
+def _floor(value: float) -> float:
+    """The least value that ties with ``value`` (LEXICOGRAPHIC_RTOL)."""
+    return value - LEXICOGRAPHIC_RTOL * max(abs(value), 1.0)
 
 
 def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarray:

@@ -1,0 +1,78 @@
+"""The columns that can be in a plan of the best value (deepvm.planner.fleet._face)
+against every plan of small random programs: each plan worth the floor keeps to
+the cuts and uses only the columns kept, and the narrowing leaves columns out."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import scipy.sparse as sp
+
+from deepvm.planner._highs import Deadline
+from deepvm.planner.fleet import _face
+from deepvm.planner.fleet import _program as fleet_program
+
+
+def every_plan(owner: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Every plan as how many times it takes each column (plans x columns)."""
+    per_class = []
+    for c in range(len(count)):
+        columns = np.flatnonzero(owner == c)
+        options = []
+        for m in range(int(count[c]) + 1):
+            for combo in itertools.combinations_with_replacement(columns, m):
+                taken = np.zeros(len(owner))
+                np.add.at(taken, list(combo), 1.0)
+                options.append(taken)
+        per_class.append(options)
+    return np.array([sum(choice) for choice in itertools.product(*per_class)])
+
+
+def random_program(rng: np.random.Generator):
+    """Classes of alike jobs on coarse quotas (a cluster takes a large share of a
+    key), as the three clouds' GPU quotas: a weak relaxation. Each cluster has a twin
+    of the same value in another region (key), as a type priced alike in two
+    regions: many plans of the best value, over different columns."""
+    classes, keys = int(rng.integers(3, 5)), int(rng.integers(2, 4))
+    owner = np.repeat(np.arange(classes), rng.integers(1, 3, size=classes))
+    weight = np.round(rng.uniform(0.5, 3.0, len(owner)), 3)
+    amount = rng.choice([4.0, 8.0, 12.0, 16.0], size=len(owner))
+    key = rng.integers(0, keys, size=len(owner))
+    twin_key = (key + rng.integers(1, keys, size=len(owner))) % keys
+    owner, weight = np.repeat(owner, 2), np.repeat(weight, 2)
+    usage = np.zeros((keys, len(owner)))
+    usage[np.stack([key, twin_key], axis=1).ravel(), np.arange(len(owner))] = np.repeat(amount, 2)
+    count = rng.integers(1, 3, size=classes).astype(float)
+    capacity = rng.integers(12, 40, size=keys).astype(float)
+    return weight, owner, count, sp.csc_matrix(usage), capacity
+
+
+def test_every_plan_of_the_best_value_keeps_to_the_face():
+    rng = np.random.default_rng(5)
+    narrowed = ties = 0
+    for _ in range(80):
+        weight, owner, count, resources, capacity = random_program(rng)
+        plans = every_plan(owner, count)
+        used = (resources @ plans.T).T
+        feasible = plans[(used <= capacity + 1e-9).all(axis=1)]
+        values = feasible @ weight
+        best = float(values.max())
+        floor = fleet_program._floor(best)
+        plan = np.repeat(np.arange(len(owner)), feasible[values.argmax()].astype(np.int64))
+        every = np.arange(len(owner))
+        no_cuts = (sp.csr_matrix((0, len(owner))), np.zeros(0))
+        face = _face.narrowed(
+            weight, owner, count, resources, capacity, no_cuts, every, plan, floor, Deadline(60)
+        )
+        worth = feasible[values >= floor]
+        ties += len(worth) > 1
+        # Every plan worth the floor: only columns kept, and within every cut.
+        outside = np.setdiff1d(every, face.columns)
+        assert not worth[:, outside].any()
+        cut_rows = (face.cuts @ worth.T).T
+        assert (cut_rows <= face.rhs + 1e-6).all()
+        narrowed += len(face.columns) < len(every)
+    # The check covers a face that leaves columns out, and plans of the best value
+    # other than the one given.
+    assert narrowed >= 10 and ties >= 10
