@@ -214,3 +214,50 @@ def test_the_cost_stage_relaxation_keeps_each_column_to_its_class_count():
     least, added = relaxed
     assert least == pytest.approx(11.0, rel=1e-6)
     assert (least + np.maximum(added, 0.0) <= 11.0 + 1e-6).all()  # both stay in the plan
+
+
+def test_the_face_narrows_after_a_proven_first_search_else_before_the_cost_stage(monkeypatch):
+    """The face (deepvm.planner.fleet._face) narrows the columns from a plan the
+    first search proved best of its columns, and its cuts are rows of the value's
+    proof and of the cost stage; where that search was stopped (its plan too far
+    under the bound to narrow anything), it narrows from the proven best, before the
+    cost stage."""
+    import dataclasses
+
+    from deepvm.planner._highs import LIMIT_WITH_INCUMBENT
+    from deepvm.planner.fleet import _face
+    from deepvm.planner.fleet import _model as fleet_model
+
+    steps: list[tuple[str, int]] = []  # (step, rows of cuts it was given)
+    real_solve, real_narrowed = fleet_model.solve_integer, _face.narrowed
+
+    def cut_rows(constraints):  # type: ignore[no-untyped-def]
+        return sum(c.rhs.size for c in constraints if isinstance(c, fleet_model.Cuts))
+
+    def solve_spy(objective, maximise, constraints, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real_solve(objective, maximise, constraints, *args, **kwargs)
+        steps.append(("value" if maximise else "cost", cut_rows(constraints)))
+        if stopped and len(steps) == 1:  # the first search, as if its time ran out
+            out = dataclasses.replace(out, status=LIMIT_WITH_INCUMBENT)
+        return out
+
+    def narrowed_spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        face = real_narrowed(*args, **kwargs)
+        steps.append(("face", face.rhs.size))
+        return face
+
+    monkeypatch.setattr(fleet_model, "solve_integer", solve_spy)
+    monkeypatch.setattr(_face, "narrowed", narrowed_spy)
+    for stopped in (False, True):
+        steps.clear()
+        result = solve_three_searches()
+        assert result.status == result.cost_status == "optimal"
+        names = [name for name, _ in steps]
+        if stopped:
+            assert names == ["value", "value", "face", "cost"]
+            (_, ours), (_, found), (_, cost) = steps[1], steps[2], steps[3]
+            assert found > 0 and cost == ours + found  # the face's cuts: the cost stage's
+        else:
+            assert names == ["value", "face", "value", "cost"]
+            (_, ours), (_, found), (_, proof), (_, cost) = steps
+            assert found > 0 and proof == cost == ours + found  # and the proof's

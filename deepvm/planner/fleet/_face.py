@@ -49,6 +49,12 @@ class Face:
     rhs: FloatArray
 
 
+def unnarrowed(columns: np.ndarray, plan: np.ndarray) -> Face:
+    """``columns`` (and the plan's) as they are, without cuts."""
+    columns = np.union1d(columns, plan).astype(np.int64)
+    return Face(columns, sp.csr_matrix((0, 0)), np.zeros(0))
+
+
 def narrowed(
     weight: FloatArray,
     owner: np.ndarray,
