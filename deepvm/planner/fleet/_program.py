@@ -21,10 +21,11 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    plan holding column k by z + r_k: columns that cannot be in a plan worth the
    best known one are left out of the integer program.
 3. The integer program over the generated columns (a strong plan, quickly), that
-   plan improved a few classes at a time (``_neighbourhoods``), then the integer
-   program over every column that can beat it: its optimum is the optimum of all.
-4. The cost stage over the columns that can be in a plan of the optimal value,
-   its least cost proven to COST_STAGE_GAP.
+   plan improved a few classes at a time (``_neighbourhoods``), the columns that
+   can be in a plan as good narrowed by HiGHS's root cuts (``_face``), then the
+   integer program over those, the cuts as rows: its optimum is the optimum of all.
+4. The cost stage over the face's columns, with its cuts, its least cost proven
+   to COST_STAGE_GAP.
 A deadline (``highs.Deadline``) stops any step; the best plan known is returned
 with status ``limit_with_incumbent`` and the best bound known (``bound``).
 """
