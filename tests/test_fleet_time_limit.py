@@ -1,8 +1,9 @@
 """A fleet solve that stops at its time limit still gives a plan, checked like any
 other and labelled as not proven best, with the bound on how much better one
-could be: whether the deadline passed in the relaxation, in the value search, or
-in the cost stage, or HiGHS stopped without a plan of its own (issue 35: on a busy
-machine the 5 s limit ran out in the relaxation and the fleet gave no plan at all).
+could be: whether the deadline passed in the relaxation, in the value search, in
+the face's root cuts (deepvm.planner.fleet._face), or in the cost stage, or HiGHS
+stopped without a plan of its own (issue 35: on a busy machine the 5 s limit ran
+out in the relaxation and the fleet gave no plan at all).
 
 Time is a stand-in clock (``highs.Deadline``'s clock) that jumps past the limit
 when a given stage starts: real HiGHS runs, stopped by its interrupt callback, so
@@ -56,9 +57,10 @@ class StageClock:
 
 
 def stop_in(monkeypatch, stage: str) -> StageClock:
-    """The deadline passes as ``stage`` starts: the relaxation, the value search or the
-    cost stage (real HiGHS, interrupted), or the value search's HiGHS answers as it
-    does when stopped before it holds a plan (``no-plan``)."""
+    """The deadline passes as ``stage`` starts: the relaxation, the value search, the
+    face's root cuts or the cost stage (real HiGHS, interrupted), or the value
+    search's HiGHS answers as it does when stopped before it holds a plan
+    (``no-plan``)."""
     clock = StageClock()
 
     class OnStageClock(highs.Deadline):
@@ -81,8 +83,16 @@ def stop_in(monkeypatch, stage: str) -> StageClock:
             return fleet_model.Outcome(highs.LIMIT_NO_INCUMBENT, np.zeros(0), 0.0)
         return real_mip(objective, maximise, *args, **options)
 
+    real_cuts = highs.root_cuts
+
+    def root_cuts(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if stage == "face":
+            clock.expire()
+        return real_cuts(*args, **kwargs)
+
     monkeypatch.setattr(highs.GrowingLP, "solve", lp)
     monkeypatch.setattr(fleet_model, "solve_integer", mip)
+    monkeypatch.setattr(highs, "root_cuts", root_cuts)
     return clock
 
 
@@ -117,7 +127,7 @@ def check_plan(plan, jobs, inputs) -> None:
         assert use.quota is None or use.used <= use.quota + 1e-9
 
 
-@pytest.mark.parametrize("stage", ["relaxation", "value", "no-plan"])
+@pytest.mark.parametrize("stage", ["relaxation", "value", "face", "no-plan"])
 def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(monkeypatch, optimum, stage):
     jobs, inputs, best = optimum
     assert best.status == "optimal"
