@@ -142,9 +142,7 @@ def solve(
     if n == 0:  # nothing to choose: HiGHS calls an empty model an error
         return Solution(OPTIMAL, np.zeros(0), 0.0, np.zeros(rows.shape[0]), 0.0)
     csc = sp.csc_matrix(rows)
-    with quiet_stdout():
-        h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _quiet_highs()
     h.setOptionValue("mip_rel_gap", float(relative_gap))
     if cutoff is not None:
         h.setOptionValue("objective_bound", float(cutoff))
@@ -192,6 +190,16 @@ def solve(
         duals,
         seconds,
     )
+
+
+def _quiet_highs() -> Any:
+    """A highspy.Highs that prints nothing (its banner goes to file descriptor 1)."""
+    import highspy
+
+    with quiet_stdout():
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _lp(
@@ -249,14 +257,11 @@ def root_cuts(
     caller tells such plans apart by another objective); HiGHS is stopped once it
     has handed them over. None found (the root proved it all, or the deadline
     passed first): no rows."""
-    import highspy
     import scipy.sparse as sp
 
     n = len(objective)
     csc = sp.csc_matrix(rows)
-    with quiet_stdout():
-        h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _quiet_highs()
     h.setOptionValue("presolve", "off")
     h.setOptionValue("mip_detect_symmetry", False)
     h.setOptionValue("objective_bound", float(cutoff))
@@ -304,9 +309,7 @@ class GrowingLP:
     def __init__(self, upper: FloatArray) -> None:
         import highspy
 
-        with quiet_stdout():
-            self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
+        self.h = _quiet_highs()
         self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         n = len(upper)
         self.h.addRows(n, np.full(n, -math.inf), np.asarray(upper, dtype=float), 0,
