@@ -310,7 +310,7 @@ def test_each_budgets_options_are_the_spec_frontier_within_that_budget():
             assert len(options) == len(alone) > 0
             assert np.array_equal(options.cost, rows.cost[alone])
             assert np.array_equal(options.score, rows.score[alone])
-            assert np.array_equal(options.usage, rows.usage[alone])
+            assert np.array_equal(options.usage.toarray(), rows.usage[alone])
 
 
 def two_jobs_one_on_demand_quota():

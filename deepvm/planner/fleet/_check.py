@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from deepvm.base.errors import InternalError
 from deepvm.catalog.quotas import UNIT_WORDS, QuotaKey
@@ -20,7 +20,7 @@ from deepvm.planner.candidates import Config, cluster_words, hourly_cost
 from deepvm.planner.fleet._options import JobOptions, JobState
 from deepvm.planner.fleet.types import JobPlan
 from deepvm.planner.inputs import Inputs
-from deepvm.planner.offers import FloatArray, Offers
+from deepvm.planner.offers import Offers
 
 __all__ = [
     "VALUE_RTOL",
@@ -54,9 +54,10 @@ class SharedLimit(Protocol):
 
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]: ...
 
-    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], Any]:
         """What each of a job's candidate clusters takes of each key: the keys, and
-        an array of candidates x keys (the fleet program's rows)."""
+        a matrix of candidates x keys (an array or scipy.sparse; the fleet
+        program's rows)."""
         ...
 
     def bound(self, key: LimitKey) -> float: ...
@@ -77,7 +78,7 @@ class QuotaLimits:
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
         return dict(cluster_usage(offers, config))
 
-    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], Any]:
         return list(options.keys), options.usage
 
     def bound(self, key: LimitKey) -> float:
@@ -106,7 +107,7 @@ class TeamBudget:
     def use(self, offers: Offers, config: Config) -> dict[LimitKey, float]:
         return {self.KEY: hourly_cost(offers, config)}
 
-    def columns(self, options: JobOptions) -> tuple[list[LimitKey], FloatArray]:
+    def columns(self, options: JobOptions) -> tuple[list[LimitKey], Any]:
         return [self.KEY], options.cost[:, None]
 
     def bound(self, key: LimitKey) -> float:

@@ -74,7 +74,7 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
         assert w.options is not None
         keys, largest_use, n = largest_of.get(id(w.options)) or (
             w.options.keys,
-            w.options.usage.max(axis=0, initial=0.0),
+            np.asarray(w.options.usage.max(axis=0).todense()).ravel(),  # usage >= 0
             0,
         )
         largest_of[id(w.options)] = (keys, largest_use, n + 1)
@@ -97,7 +97,7 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
         # A running job's candidates are its own (valued net of moving): not shared.
         shape = (id(o), w.job.priority) if w.net_weights is None else (id(w), 0.0)
         if shape not in pruned:
-            usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]]
+            usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]].toarray()
             weight = w.weights(_value(w, o.score))
             alike = (id(o), w.solo_score) if w.net_weights is None else (id(w), math.nan)
             if alike not in first_pass:
@@ -304,10 +304,10 @@ def _solve(
                     keys[key] = len(keys)
                     bounds.append(limit.bound(key))
                 local.append(keys[key])
-            r, col = np.nonzero(amounts)
-            key_rows.append(np.array(local, dtype=np.int64)[col])
-            key_cols.append(offset + r)
-            key_vals.append(amounts[r, col])
+            entries = sp.coo_matrix(amounts)  # the non-zero ones
+            key_rows.append(np.array(local, dtype=np.int64)[entries.col])
+            key_cols.append(offset + entries.row)
+            key_vals.append(entries.data)
         offset += len(o)
     owner = np.concatenate(owners)
     weight = np.concatenate(weights)

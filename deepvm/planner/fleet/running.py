@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from deepvm.base.config import Objective
 from deepvm.model.cluster import Cluster
@@ -171,7 +172,7 @@ def _with(o: JobOptions, offers: Offers, config: Config, score: float, cost: flo
     )
     every = list(o.keys) + [k for k in keys if k not in o.keys]
     old = np.zeros((len(o), len(every)))
-    old[:, : len(o.keys)] = o.usage
+    old[:, : len(o.keys)] = o.usage.toarray()
     row = np.zeros((1, len(every)))
     for c, key in enumerate(keys):
         row[0, every.index(key)] = usage[0, c]
@@ -179,7 +180,7 @@ def _with(o: JobOptions, offers: Offers, config: Config, score: float, cost: flo
         [*o.configs, config],
         np.append(o.score, score),
         np.append(o.cost, cost),
-        np.vstack([old, row]),
+        sp.csr_matrix(np.vstack([old, row])),
         every,
         o.considered,
     )
