@@ -382,3 +382,21 @@ def test_the_shipped_catalog_flags_two_spot_outliers_against_the_regional_saving
         if flagged[k]
     }
     assert named == {("p4d.24xlarge", "us-east-1"), ("p5.48xlarge", "us-west-2")}
+
+
+def test_a_request_that_times_out_at_the_fetchs_deadline_says_so():
+    """The request's timeout is what is left of the fetch's deadline, so the socket's
+    timeout and the deadline's end come together: on a busy machine the socket's won
+    (CI at 591daef) and the error read "timed out", not the deadline that ended it.
+    Here the request runs under a deadline in its own thread, with no watcher to race."""
+    from deepvm.catalog import http
+
+    server, _handler, url = serve(FEED.read_bytes(), delay_s=1.0)
+    try:
+        http._deadline.end = time.monotonic() + 0.3
+        with pytest.raises(http.TransientSourceError, match="deadline"):
+            http.get_json(url)
+    finally:
+        del http._deadline.end
+        server.shutdown()
+        server.server_close()

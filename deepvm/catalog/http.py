@@ -70,11 +70,25 @@ def _open(url: str) -> bytes:
         reason = exc.reason
         if isinstance(reason, socket.gaierror):  # DNS: the name does not resolve
             raise SourceUnavailable(f"GET {url}: cannot resolve the host ({reason})") from None
-        if isinstance(reason, TimeoutError | ConnectionError | OSError):
+        if isinstance(reason, TimeoutError):
+            raise _timed_out(url, reason) from None
+        if isinstance(reason, ConnectionError | OSError):
             raise TransientSourceError(f"GET {url}: {reason}") from None
         raise SourceUnavailable(f"GET {url}: {reason}") from None
-    except (TimeoutError, ConnectionError) as exc:
+    except TimeoutError as exc:
+        raise _timed_out(url, exc) from None
+    except ConnectionError as exc:
         raise TransientSourceError(f"GET {url}: {type(exc).__name__}: {exc}") from None
+
+
+def _timed_out(url: str, exc: TimeoutError) -> TransientSourceError:
+    """A request that timed out. Its timeout is what was left of the fetch's deadline
+    (request_timeout_s), so where that has passed, the deadline ended it: said so,
+    whichever of the socket and the deadline's watcher noticed first."""
+    end = getattr(_deadline, "end", None)
+    if end is not None and time.monotonic() >= end - 1e-3:
+        return TransientSourceError(f"GET {url}: no answer within the fetch's deadline")
+    return TransientSourceError(f"GET {url}: {type(exc).__name__}: {exc}")
 
 
 def get_json(url: str) -> Any:
