@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from deepvm.planner._highs import Deadline
@@ -27,6 +28,13 @@ def every_plan(owner: np.ndarray, count: np.ndarray) -> np.ndarray:
                 options.append(taken)
         per_class.append(options)
     return np.array([sum(choice) for choice in itertools.product(*per_class)])
+
+
+def feasible_plans(owner, count, resources, capacity):  # type: ignore[no-untyped-def]
+    """Every plan within the limits (plans x columns)."""
+    plans = every_plan(owner, count)
+    used = (resources @ plans.T).T
+    return plans[(used <= capacity + 1e-9).all(axis=1)]
 
 
 def random_program(rng: np.random.Generator):
@@ -53,9 +61,7 @@ def test_every_plan_of_the_best_value_keeps_to_the_face():
     narrowed = ties = 0
     for _ in range(80):
         weight, owner, count, resources, capacity = random_program(rng)
-        plans = every_plan(owner, count)
-        used = (resources @ plans.T).T
-        feasible = plans[(used <= capacity + 1e-9).all(axis=1)]
+        feasible = feasible_plans(owner, count, resources, capacity)
         values = feasible @ weight
         best = float(values.max())
         floor = fleet_program._floor(best)
@@ -76,3 +82,32 @@ def test_every_plan_of_the_best_value_keeps_to_the_face():
     # The check covers a face that leaves columns out, and plans of the best value
     # other than the one given.
     assert narrowed >= 10 and ties >= 10
+
+
+def test_cuts_the_plan_breaks_are_no_cuts(monkeypatch):
+    """The plan is worth the floor, so HiGHS's cuts must hold for it; were they to
+    mean something else (another HiGHS), one that the plan breaks is not taken and
+    nothing is narrowed by it: the program still finds the best plan."""
+    from deepvm.planner import _highs as highs
+
+    rng = np.random.default_rng(5)
+    weight, owner, count, resources, capacity = random_program(rng)
+    feasible = feasible_plans(owner, count, resources, capacity)
+    values = feasible @ weight
+    plan = np.repeat(np.arange(len(owner)), feasible[values.argmax()].astype(np.int64))
+
+    def wrong(objective, rows, upper, column_upper, **kwargs):  # type: ignore[no-untyped-def]
+        # "no cluster at all": every plan of some value breaks it
+        return sp.csr_matrix(np.ones((1, len(objective)))), np.array([0.0])
+
+    monkeypatch.setattr(highs, "root_cuts", wrong)
+    no_cuts = (sp.csr_matrix((0, len(owner))), np.zeros(0))
+    every = np.arange(len(owner))
+    floor = fleet_program._floor(float(values.max()))
+    face = _face.narrowed(
+        weight, owner, count, resources, capacity, no_cuts, every, plan, floor, Deadline(60)
+    )
+    assert face.cuts.shape[0] == 0 and face.columns.tolist() == every.tolist()
+    result = fleet_program.solve(weight, np.ones(len(owner)), owner, resources, capacity, 60,
+                                 count=count)  # fmt: skip
+    assert result.objective == pytest.approx(float(values.max()), rel=1e-9)

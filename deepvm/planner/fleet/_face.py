@@ -90,6 +90,11 @@ def narrowed(
         )
         if not new.shape[0]:
             break
+        # The plan is worth the floor, so every valid cut holds for it: one that does
+        # not (a HiGHS whose cut pool means something else) is no cut, and we stop.
+        taken = np.bincount(np.searchsorted(columns, plan), minlength=len(columns))
+        if (new @ taken > new_rhs + 1e-6 * np.maximum(1.0, np.abs(new_rhs))).any():
+            break
         spread = sp.csr_matrix(  # over every column of the program
             (new.data, columns[new.indices], new.indptr), shape=(new.shape[0], size)
         )
