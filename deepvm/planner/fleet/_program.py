@@ -138,11 +138,10 @@ def solve(
         deadline.share(NEIGHBOURHOOD_SHARE),
     )  # fmt: skip
     stages["neighbourhoods"] = time.perf_counter() - local  # within "value"
-    value = program.value
 
     def narrow(plan: np.ndarray) -> _face.Face:
         local = time.perf_counter()
-        floor = _floor(value(plan))
+        floor = _floor(program.value(plan))
         face = _face.narrowed(
             weight, owner, count, program.resources, program.capacity, (lp.cuts, lp.cut_rhs),
             lp.competitive(floor), plan, floor, deadline.share(FACE_SHARE),
@@ -157,7 +156,10 @@ def solve(
     # root to leave any column out (the distinct mix, 100 jobs: 32,228 of 32,228
     # kept, 5 s spent).
     searched = status == OPTIMAL
-    face = narrow(plan) if searched else _face.unnarrowed(lp.competitive(_floor(value(plan))), plan)
+    if searched:
+        face = narrow(plan)
+    else:
+        face = _face.unnarrowed(lp.competitive(_floor(program.value(plan))), plan)
     # Unless that search proved its plan best and no column outside can beat it:
     if not searched or not np.isin(face.columns, lp.generated).all():
         # From a plan the first search proved best of its columns, without HiGHS's
@@ -177,7 +179,7 @@ def solve(
     # face (whose floor is at most this one's), narrowed now if it was not before.
     began = time.perf_counter()
     face = face if searched else narrow(plan)
-    floor = _floor(value(plan))
+    floor = _floor(program.value(plan))
     narrowed = program.with_face(face)
     near = narrowed.cheap_enough(face.columns, floor, plan)
     status, cheaper = narrowed.solve(
