@@ -284,6 +284,42 @@ def test_undominated_by_groups_agrees_with_comparing_every_pair():
             assert list(grouped) == list(_pareto(points, 256, margin))
 
 
+def test_one_pass_with_cost_breaking_ties_keeps_what_two_passes_keep():
+    """The fleet's pruning without a team budget (plan._prune_across): one pass in
+    which cost counts only between rows within the margin keeps exactly the rows of
+    a pass without the margin and then one with it leaving cost out, and exactly
+    those no other row dominates in either sense (identical rows: the first)."""
+    import numpy as np
+
+    def dominates(a: np.ndarray, b: np.ndarray, margin: float) -> bool:
+        usage = bool((a[2:] <= b[2:]).all())
+        return usage and (a[0] <= b[0] - margin or (a[0] <= b[0] and a[1] <= b[1]))
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n, d = int(rng.integers(1, 90)), int(rng.integers(2, 8))
+        points = rng.integers(0, 4, size=(n, d)).astype(float)
+        points[:, 0] -= 2
+        if d > 2:
+            points[:, 2:] *= rng.random((n, d - 2)) < 0.3
+        margin = float(rng.choice([0.5, 1.0, 2.5]))  # > 0: else cost never counts
+        chunk = int(rng.integers(2, 40))
+        one = undominated(points, chunk=chunk, margin=margin, cost_breaks_ties=True)
+        first = undominated(points, chunk=chunk)
+        kept = points[first][:, [0, *range(2, d)]]
+        two = first[undominated(kept, chunk=chunk, margin=margin)]
+        assert list(one) == list(two)
+        brute = [
+            b for b in range(n)
+            if not any(
+                dominates(points[a], points[b], margin)
+                and (a < b or not dominates(points[b], points[a], margin))
+                for a in range(n) if a != b
+            )
+        ]  # fmt: skip
+        assert list(one) == brute
+
+
 def test_each_budgets_options_are_the_spec_frontier_within_that_budget():
     """job_options takes a spec's undominated clusters once (PlannerRows.frontier) and
     keeps those within each job's budget: on the shipped catalog, for every budget

@@ -201,11 +201,17 @@ def _remote_options(
     return tiered[rows], cols, m[rows, cols].astype(np.int64), total[rows, cols]
 
 
-def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np.ndarray:
+def undominated(
+    points: FloatArray, chunk: int = 256, margin: float = 0.0, *, cost_breaks_ties: bool = False
+) -> np.ndarray:
     """Indices (ascending) of the rows no other row dominates, every column to be
     minimised; of identical rows the first is kept. With ``margin``, a row dominates
     only where it is better by more than ``margin`` in column 0 and no worse in the
-    others.
+    others. ``cost_breaks_ties``: column 1 is a cost that counts only between rows
+    within ``margin`` in column 0: a row also dominates where it is better by more
+    than ``margin`` in column 0 and no worse in columns 2 on, whatever it costs
+    (one pass for what a pass without the margin and then one with it, leaving the
+    cost out, would keep: the fleet's pruning, deepvm.planner.fleet.plan).
 
     In a column whose values are all >= 0 (quota use), a row can only be dominated
     by one that is zero wherever it is zero. Such columns fall into groups that no
@@ -213,23 +219,30 @@ def undominated(points: FloatArray, chunk: int = 256, margin: float = 0.0) -> np
     only with the rows of their own group (and those using none), on that group's
     columns: a fraction of one comparison of every pair on every column
     (benchmarks/fleet.py)."""
+    if cost_breaks_ties and not margin > 0:
+        raise ValueError("cost_breaks_ties needs a margin > 0: without one cost never counts")
     if len(points) == 0:
         return np.zeros(0, dtype=np.int64)
     sparse = np.flatnonzero((points >= 0).all(axis=0) & (points == 0).any(axis=0))
-    sparse = sparse[sparse > 0]  # column 0 carries the margin: always compared
+    # Column 0 carries the margin (and column 1 the cost that breaks ties): always compared.
+    sparse = sparse[sparse > (1 if cost_breaks_ties else 0)]
     if sparse.size == 0:
-        return _pareto(points, chunk, margin)
+        return _pareto(points, chunk, margin, cost_breaks_ties)
     dense = np.setdiff1d(np.arange(points.shape[1]), sparse)
     support = points[:, sparse] > 0
     part = _column_groups(support)
     # Each row's group: that of its non-zero columns (all one group); -1 for none.
     row_part = np.where(support.any(axis=1), part[support.argmax(axis=1)], -1)
     empty = np.flatnonzero(row_part < 0)
-    kept = [empty[_pareto(points[np.ix_(empty, dense)], chunk, margin)]] if empty.size else []
+    kept = (
+        [empty[_pareto(points[np.ix_(empty, dense)], chunk, margin, cost_breaks_ties)]]
+        if empty.size
+        else []
+    )
     for g in np.unique(row_part[row_part >= 0]):
         rows = np.flatnonzero((row_part == g) | (row_part < 0))  # ascending: ties keep the first
         columns = np.concatenate([dense, sparse[part == g]])
-        survivors = rows[_pareto(points[np.ix_(rows, columns)], chunk, margin)]
+        survivors = rows[_pareto(points[np.ix_(rows, columns)], chunk, margin, cost_breaks_ties)]
         kept.append(survivors[row_part[survivors] == g])
     return np.sort(np.concatenate(kept))
 
@@ -262,7 +275,9 @@ def _earlier(size: int) -> np.ndarray:
     return out
 
 
-def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
+def _pareto(
+    points: FloatArray, chunk: int, margin: float, cost_breaks_ties: bool = False
+) -> np.ndarray:
     """undominated's comparison of every pair: rows are taken best first, so a
     dominator always comes before what it dominates, and each block is checked
     against the kept rows and itself."""
@@ -279,7 +294,9 @@ def _pareto(points: FloatArray, chunk: int, margin: float) -> np.ndarray:
     def beats(a: FloatArray, b: FloatArray) -> np.ndarray:
         """beats[i, k]: row a[i] dominates row b[k]."""
         out = a[:, None, 0] <= b[None, :, 0] - margin
-        for col in range(1, a.shape[1]):  # column by column: no 3-d temporary
+        if cost_breaks_ties:  # or no worse in column 0 and no dearer
+            out |= (a[:, None, 0] <= b[None, :, 0]) & (a[:, None, 1] <= b[None, :, 1])
+        for col in range(2 if cost_breaks_ties else 1, a.shape[1]):  # no 3-d temporary
             if not out.any():
                 break
             out &= a[:, None, col] <= b[None, :, col]

@@ -88,9 +88,9 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     total_priority = sum(w.job.priority for w in shared)
     delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
     pruned: dict[tuple[int, float], JobOptions] = {}  # jobs that share options share this
-    # Dominance without a margin does not change when the weights are scaled: the
-    # first pass is shared by the priorities of a job's options.
-    first_pass: dict[tuple[int, float], np.ndarray] = {}
+    # Dominance without a margin does not change when the weights are scaled: shared
+    # by the priorities of a job's options (with a team budget: cost is a row).
+    unscaled: dict[tuple[int, float], np.ndarray] = {}
     for w in shared:
         o = w.options
         assert o is not None
@@ -99,13 +99,14 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
         if shape not in pruned:
             usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]].toarray()
             weight = w.weights(_value(w, o.score))
-            alike = (id(o), w.solo_score) if w.net_weights is None else (id(w), math.nan)
-            if alike not in first_pass:
-                first_pass[alike] = undominated(np.column_stack([-weight, o.cost, usage]))
-            rows = first_pass[alike]
-            if team_budget is None:
-                strict = undominated(np.column_stack([-weight[rows], usage[rows]]), margin=delta)
-                rows = rows[strict]
+            points = np.column_stack([-weight, o.cost, usage])
+            if team_budget is None:  # worth more by the margin whatever it costs, or no dearer
+                rows = undominated(points, margin=delta, cost_breaks_ties=True)
+            else:
+                alike = (id(o), w.solo_score) if w.net_weights is None else (id(w), math.nan)
+                if alike not in unscaled:
+                    unscaled[alike] = undominated(points)
+                rows = unscaled[alike]
             pruned[shape] = o.take(rows)
         w.options = pruned[shape]
 
