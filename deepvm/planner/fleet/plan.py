@@ -87,28 +87,31 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
     }
     total_priority = sum(w.job.priority for w in shared)
     delta = 2 * LEXICOGRAPHIC_RTOL * max(total_priority, 1.0)
-    pruned: dict[tuple[int, float], JobOptions] = {}  # jobs that share options share this
-    # Dominance without a margin does not change when the weights are scaled: shared
-    # by the priorities of a job's options (with a team budget: cost is a row).
-    unscaled: dict[tuple[int, float], np.ndarray] = {}
+    # Jobs that share options share their pruning, in value (weight over priority):
+    # the margin in value of the lowest priority among them is the widest, so it holds
+    # for each of them (it drops no more than each one's own would).
+    lowest: dict[int, float] = {}
+    for w in shared:
+        if w.net_weights is None:
+            lowest[id(w.options)] = min(lowest.get(id(w.options), math.inf), w.job.priority)
+    pruned: dict[int, JobOptions] = {}
     for w in shared:
         o = w.options
         assert o is not None
         # A running job's candidates are its own (valued net of moving): not shared.
-        shape = (id(o), w.job.priority) if w.net_weights is None else (id(w), 0.0)
-        if shape not in pruned:
+        own = w.net_weights is not None
+        key = id(w) if own else id(o)
+        if key not in pruned:
             usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]].toarray()
-            weight = w.weights(_value(w, o.score))
-            points = np.column_stack([-weight, o.cost, usage])
+            value = w.weights(_value(w, o.score)) if own else _value(w, o.score)
+            points = np.column_stack([-value, o.cost, usage])
             if team_budget is None:  # worth more by the margin whatever it costs, or no dearer
-                rows = undominated(points, margin=delta, cost_breaks_ties=True)
-            else:
-                alike = (id(o), w.solo_score) if w.net_weights is None else (id(w), math.nan)
-                if alike not in unscaled:
-                    unscaled[alike] = undominated(points)
-                rows = unscaled[alike]
-            pruned[shape] = o.take(rows)
-        w.options = pruned[shape]
+                margin = delta if own else delta / lowest[id(o)]
+                rows = undominated(points, margin=margin, cost_breaks_ties=True)
+            else:  # cost is a row: dominance on it too, without a margin
+                rows = undominated(points)
+            pruned[key] = o.take(rows)
+        w.options = pruned[key]
 
 
 # --- the fleet ------------------------------------------------------------------
