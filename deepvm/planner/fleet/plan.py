@@ -100,8 +100,8 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
         assert o is not None
         # A running job's candidates are its own (valued net of moving): not shared.
         own = w.net_weights is not None
-        key = id(w) if own else id(o)
-        if key not in pruned:
+        shared_by = id(w) if own else id(o)
+        if shared_by not in pruned:
             usage = o.usage[:, [c for c, q in enumerate(o.keys) if q in binding]].toarray()
             value = w.weights(_value(w, o.score)) if own else _value(w, o.score)
             points = np.column_stack([-value, o.cost, usage])
@@ -110,8 +110,8 @@ def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | N
                 rows = undominated(points, margin=margin, cost_breaks_ties=True)
             else:  # cost is a row: dominance on it too, without a margin
                 rows = undominated(points)
-            pruned[key] = o.take(rows)
-        w.options = pruned[key]
+            pruned[shared_by] = o.take(rows)
+        w.options = pruned[shared_by]
 
 
 # --- the fleet ------------------------------------------------------------------
