@@ -660,3 +660,30 @@ def test_alike_jobs_take_their_clusters_in_name_order():
     assert {j.scenario: j.cluster.identity() for j in again.jobs} == {
         name: c.identity() for name, c in clusters.items()
     }
+
+
+def test_alike_jobs_exchange_equal_clusters_to_take_them_in_name_order():
+    """prefer_canonical (deepvm.planner.fleet._ties): two alike jobs share the
+    program's columns (an equal cluster in r1 and in r2, one of each fits); the
+    first job by name sits in r2 and the second in r1. The first takes r1, the
+    second moving to r2 to make room: each job's columns map to the shared ones."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner.fleet._ties import prefer_canonical
+
+    usage = sp.csc_matrix(np.eye(2))  # r1's quota x column 0, r2's x column 1
+    usage_column = np.array([0, 1, 0, 1])  # job 0: columns 0-1, job 1: 2-3
+    owner = np.array([0, 0, 1, 1])
+    picked = np.array([False, True, True, False])
+    out = prefer_canonical(
+        picked, owner, np.ones(4), np.ones(4), usage, usage_column, np.ones(2), [0, 1],
+        lambda c: (("r1",) if usage_column[c] == 0 else ("r2",)),
+    )  # fmt: skip
+    assert list(np.flatnonzero(out)) == [0, 3]
+    # Job 1 first by name: it keeps r1, and job 0 finds no later job to exchange with.
+    out = prefer_canonical(
+        picked, owner, np.ones(4), np.ones(4), usage, usage_column, np.array([1.0, 2.0]),
+        [1, 0], lambda c: (("r1",) if usage_column[c] == 0 else ("r2",)),
+    )  # fmt: skip
+    assert list(np.flatnonzero(out)) == [1, 2]

@@ -356,8 +356,7 @@ def _solve(
         for j, k in zip(jobs, ks, strict=False):
             picked[first[j] + k - starts[owner[k]]] = True
     picked = fleet_ties.prefer_canonical(
-        picked, j_owner, weight[column], cost[column], usage[:, column].tocsr(), capacity,
-        order, key_of,
+        picked, j_owner, weight[column], cost[column], usage, column, capacity, order, key_of,
     )  # fmt: skip
     chosen: dict[str, Config | None] = {w.job.name: None for w in shared}
     for k in np.flatnonzero(picked):
