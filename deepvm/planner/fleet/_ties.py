@@ -64,6 +64,8 @@ def prefer_canonical(
     columns that tie."""
     picked = picked.copy()
     columns = sp.csc_matrix(usage)
+    rows = columns.tocsr()
+    rows.eliminate_zeros()
     taken = np.bincount(usage_column[picked], minlength=columns.shape[1]).astype(float)
     used = np.asarray(columns @ taken).ravel()
     limit = capacity + 1e-9 * np.maximum(1.0, np.abs(capacity))
@@ -90,9 +92,8 @@ def prefer_canonical(
                 chosen[job] = better
                 break
             swapped = _exchange(
-                job, better, delta, used, limit, chosen, ties, position, use,
-                columns, usage_column,
-            )  # fmt: skip
+                job, better, delta, used, limit, chosen, ties, position, use, rows, usage_column
+            )
             if swapped is not None:
                 other, theirs, change = swapped
                 used += change
@@ -138,7 +139,7 @@ def _exchange(
     ties: dict[int, list[int]],
     position: dict[int, int],
     use: object,
-    columns: sp.csc_matrix,
+    rows: sp.csr_matrix,
     usage_column: npt.NDArray[np.int64],
 ) -> tuple[int, int, npt.NDArray[np.float64]] | None:
     """A job later in name order that, moving to another of its equal clusters,
@@ -148,7 +149,7 @@ def _exchange(
     short = np.flatnonzero(used + delta > limit)
     jobs = np.fromiter(chosen.keys(), dtype=np.int64, count=len(chosen))
     picks = np.fromiter(chosen.values(), dtype=np.int64, count=len(chosen))
-    on_short = np.asarray(abs(columns[:, usage_column[picks]][short]).sum(axis=0)).ravel() > 0
+    on_short = np.isin(usage_column[picks], rows[short].indices)
     for other in sorted(map(int, jobs[on_short]), key=position.__getitem__):
         column = chosen[other]
         if position[other] <= position[job]:
