@@ -177,7 +177,7 @@ def _with(o: JobOptions, offers: Offers, config: Config, score: float, cost: flo
     for c, key in enumerate(keys):
         row[0, every.index(key)] = usage[0, c]
     return JobOptions(
-        [*o.configs, config],
+        o.configs.plus(config),
         np.append(o.score, score),
         np.append(o.cost, cost),
         sp.csr_matrix(np.vstack([old, row])),
