@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from deepvm.planner._highs import Deadline
 from deepvm.planner.fleet import _face
 from deepvm.planner.fleet import _program as fleet_program
+from deepvm.planner.fleet._arrays import ProgramArrays
 
 
 def every_plan(owner: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -68,9 +69,8 @@ def test_every_plan_of_the_best_value_keeps_to_the_face():
         plan = np.repeat(np.arange(len(owner)), feasible[values.argmax()].astype(np.int64))
         every = np.arange(len(owner))
         no_cuts = (sp.csr_matrix((0, len(owner))), np.zeros(0))
-        face = _face.narrowed(
-            weight, owner, count, resources, capacity, no_cuts, every, plan, floor, Deadline(60)
-        )
+        program = ProgramArrays(weight, owner, count, resources, capacity)
+        face = _face.narrowed(program, no_cuts, every, plan, floor, Deadline(60))
         worth = feasible[values >= floor]
         ties += len(worth) > 1
         # Every plan worth the floor: only columns kept, and within every cut.
@@ -104,9 +104,8 @@ def test_cuts_the_plan_breaks_are_no_cuts(monkeypatch):
     no_cuts = (sp.csr_matrix((0, len(owner))), np.zeros(0))
     every = np.arange(len(owner))
     floor = fleet_program._floor(float(values.max()))
-    face = _face.narrowed(
-        weight, owner, count, resources, capacity, no_cuts, every, plan, floor, Deadline(60)
-    )
+    program = ProgramArrays(weight, owner, count, resources, capacity)
+    face = _face.narrowed(program, no_cuts, every, plan, floor, Deadline(60))
     assert face.cuts.shape[0] == 0 and face.columns.tolist() == every.tolist()
     result = fleet_program.solve(weight, np.ones(len(owner)), owner, resources, capacity, 60,
                                  count=count)  # fmt: skip

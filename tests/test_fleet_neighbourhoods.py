@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 from deepvm.planner._highs import Deadline
 from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
-from deepvm.planner.fleet._rounding import RoundingState, rounded_plan, within_limits
+from deepvm.planner.fleet._arrays import ProgramArrays
+from deepvm.planner.fleet._rounding import Rounding, rounded_plan
 
 # Three jobs (classes 0, 1, 2) and two quota keys. Job 0 can leave key 0 for key 1 at a
 # small loss; the room it frees lets jobs 1 and 2 take their faster clusters.
@@ -22,6 +23,7 @@ USAGE = sp.csc_matrix(np.array([
     [0.0, 12.0, 0.0, 0.0, 0.0, 0.0],  # key 1: 12
 ]))  # fmt: skip
 CAPACITY = np.array([40.0, 12.0])
+PROGRAM = ProgramArrays(WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY)
 
 
 def every_column(_value: float) -> np.ndarray:
@@ -34,21 +36,18 @@ def test_an_exchange_of_three_jobs_that_no_single_move_finds():
     of the plan without a solver keeps it. Planning the jobs on key 0 again finds the
     exchange: job 0 to key 1, jobs 1 and 2 to their faster clusters."""
     plan = np.array([0, 2, 4])
-    state = RoundingState(WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY)
+    state = Rounding(PROGRAM)
     assert sorted(rounded_plan(state, np.bincount(plan, minlength=6).astype(float))) == [0, 2, 4]
-    better = neighbourhoods.improve(
-        WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, every_column, Deadline(60)
-    )
+    better = neighbourhoods.improve(PROGRAM, plan, every_column, Deadline(60))
     assert sorted(better.tolist()) == [1, 3, 5]
     assert WEIGHT[better].sum() == pytest.approx(3.3)
-    assert within_limits(OWNER, np.ones(3), USAGE, CAPACITY, better)
+    assert PROGRAM.holds(better)
 
 
 def test_no_time_left_keeps_the_plan():
     plan = np.array([0, 2, 4])
     gone = Deadline(0.0, lambda: 0.0)
-    same = neighbourhoods.improve(WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, every_column,
-                                  gone)  # fmt: skip
+    same = neighbourhoods.improve(PROGRAM, plan, every_column, gone)
     assert same.tolist() == plan.tolist()
 
 
@@ -56,9 +55,7 @@ def test_only_columns_that_can_beat_the_plan_are_searched():
     """``competitive`` says which columns can be in a plan worth a value: here none
     but the plan's own, so the plan stays."""
     plan = np.array([0, 2, 4])
-    kept = neighbourhoods.improve(
-        WEIGHT, OWNER, np.ones(3), USAGE, CAPACITY, plan, lambda _v: plan, Deadline(60)
-    )
+    kept = neighbourhoods.improve(PROGRAM, plan, lambda _v: plan, Deadline(60))
     assert sorted(kept.tolist()) == [0, 2, 4]
 
 
@@ -78,14 +75,11 @@ def test_random_programs_keep_every_limit_and_never_lose_value():
         usage[rng.random(usage.shape) < 0.4] = 0.0
         resources = sp.csc_matrix(usage)
         capacity = rng.integers(4, 20, size=keys).astype(float)
-        state = RoundingState(weight, owner, count, resources, capacity)
-        plan = rounded_plan(state, np.zeros(len(owner)))
+        program = ProgramArrays(weight, owner, count, resources, capacity)
+        plan = rounded_plan(Rounding(program), np.zeros(len(owner)))
         every = np.arange(len(owner))
-        better = neighbourhoods.improve(
-            weight, owner, count, resources, capacity, plan,
-            lambda _v, every=every: every, Deadline(60),
-        )  # fmt: skip
-        assert within_limits(owner, count, resources, capacity, better)
+        better = neighbourhoods.improve(program, plan, lambda _v, every=every: every, Deadline(60))
+        assert program.holds(better)
         assert weight[better].sum() >= weight[plan].sum() - 1e-12
         gained += bool(weight[better].sum() > weight[plan].sum() + 1e-9)
     assert gained >= 3

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import OPTIMAL, Deadline
+from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.fleet._model import PerClass, SharedLimits
 from deepvm.planner.offers import FloatArray
 
@@ -59,11 +60,7 @@ def unnarrowed(columns: np.ndarray, plan: np.ndarray) -> Face:
 
 
 def narrowed(
-    weight: FloatArray,
-    owner: np.ndarray,
-    count: FloatArray,
-    resources: Any,  # csc: the shared limits' keys x columns
-    capacity: FloatArray,
+    program: ProgramArrays,
     known: tuple[Any, FloatArray],  # cuts already known (csr over every column), their rhs
     columns: np.ndarray,  # a superset of the columns of every plan worth the floor
     plan: np.ndarray,  # a plan worth at least the floor: its columns are kept
@@ -73,6 +70,7 @@ def narrowed(
     """The columns of ``columns`` that can be in a plan worth at least ``floor``, and
     the cuts that show it (module docstring). Where the deadline passes first, the
     columns as given and the cuts found so far."""
+    weight, owner, count = program.weight, program.owner, program.count
     size = len(weight)
     columns = np.union1d(columns, plan).astype(np.int64)
     found = sp.csr_matrix((0, size))
@@ -83,7 +81,7 @@ def narrowed(
         if deadline.passed():
             break
         cut_sets = [known, (found, found_rhs)]
-        matrix, upper = _rows(owner, count, resources, capacity, cut_sets, columns)
+        matrix, upper = _rows(program, cut_sets, columns)
         bounds = count[owner[columns]]
         new, new_rhs = highs.root_cuts(
             weight[columns], matrix, upper, bounds, cutoff=cutoff, deadline=deadline
@@ -120,17 +118,15 @@ def narrowed(
 
 
 def _rows(
-    owner: np.ndarray,
-    count: FloatArray,
-    resources: Any,
-    capacity: FloatArray,
+    program: ProgramArrays,
     cut_sets: list[tuple[Any, FloatArray]],  # (csr over every column, rhs)
     columns: np.ndarray,
 ) -> tuple[Any, FloatArray]:
     """The program's rows over ``columns``: per class, the shared limits and every
     cut; each ``<= upper``."""
-    parts = [PerClass(owner, count).rows(columns),
-             SharedLimits(resources, capacity, count[owner]).rows(columns)]  # fmt: skip
+    p = program
+    parts = [PerClass(p.owner, p.count).rows(columns),
+             SharedLimits(p.resources, p.capacity, p.count[p.owner]).rows(columns)]  # fmt: skip
     parts += [(cuts[:, columns], rhs) for cuts, rhs in cut_sets if cuts.shape[0]]
     matrix = sp.vstack([m for m, _ in parts]).tocsr()
     return matrix, np.concatenate([u for _, u in parts])

@@ -17,19 +17,15 @@ to HiGHS directly, as the relaxation's does, without cvxpy's compile per solve."
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
+from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.fleet._model import PerClass, SharedLimits
-from deepvm.planner.fleet._rounding import used_by, within_limits
-from deepvm.planner.offers import FloatArray
 
 __all__ = ["FULL", "GAIN", "STALL", "improve"]
 
@@ -45,11 +41,7 @@ GAIN = 1e-9
 
 
 def improve(
-    weight: FloatArray,
-    owner: np.ndarray,
-    count: FloatArray,
-    resources: Any,  # csc: the shared limits' keys x columns
-    capacity: FloatArray,
+    program: ProgramArrays,
     plan: np.ndarray,
     competitive: Callable[[float], np.ndarray],
     deadline: Deadline,
@@ -58,73 +50,59 @@ def improve(
     the module docstring) until none gains or ``deadline`` passes. ``competitive``:
     the columns that can be in a plan worth at least a value (the relaxation's
     reduced costs). Always a feasible plan, worth at least ``plan``."""
-    fleet = _Fleet(weight, owner, count, resources, capacity)
     plan = np.asarray(plan, dtype=np.int64)
+    capacity = program.capacity
     gained = True
     while gained and not deadline.passed():
         gained = False
-        columns = competitive(float(weight[plan].sum()))
-        used = used_by(resources, plan)
+        columns = competitive(program.value(plan))
+        used = program.used_by(plan)
         slack = np.where(capacity > 0, (capacity - used) / np.maximum(capacity, 1e-12), np.inf)
         fruitless = 0
         for key in np.argsort(slack, kind="stable"):
             if not slack[key] < FULL or fruitless >= STALL or deadline.passed():
                 break
-            better = fleet.replan(plan, int(key), columns, deadline)
+            better = _replan(program, plan, int(key), columns, deadline)
             fruitless = 0 if better is not None else fruitless + 1
             if better is not None:
                 plan, gained = better, True
     return plan
 
 
-@dataclass(frozen=True)
-class _Fleet:
-    """The program's arrays, as the neighbourhoods read them."""
-
-    weight: FloatArray
-    owner: np.ndarray
-    count: FloatArray
-    resources: Any  # csc: limits x columns
-    capacity: FloatArray
-
-    @functools.cached_property
-    def by_key(self) -> Any:
-        return self.resources.tocsr()
-
-    def replan(
-        self, plan: np.ndarray, key: int, columns: np.ndarray, deadline: Deadline
-    ) -> np.ndarray | None:
-        """The plan with the classes on ``key`` planned again (module docstring), or
-        None where that gains nothing (or HiGHS finds nothing in time)."""
-        weight, owner, count = self.weight, self.owner, self.count
-        on_key = self.by_key[key][:, plan].toarray().ravel() > 0
-        classes = np.unique(owner[plan[on_key]])
-        freed = np.isin(owner[plan], classes)
-        kept, current = plan[~freed], plan[freed]
-        candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
-        floor = float(weight[current].sum()) + GAIN * max(abs(float(weight[plan].sum())), 1.0)
-        best = np.zeros(len(count))
-        np.maximum.at(best, owner[candidates], weight[candidates])
-        if float(best[classes] @ count[classes]) <= floor:
-            return None  # each of these jobs has its best cluster already
-        left = self.capacity - used_by(self.resources, kept)
-        rows = [PerClass(owner, count).rows(candidates),
-                SharedLimits(self.resources, left, count[owner]).rows(candidates)]  # fmt: skip
-        matrix = sp.vstack([m for m, _ in rows]).tocsr()
-        if not matrix.shape[0]:
-            return None  # nothing binds these classes: each has its best already
-        out = highs.solve(
-            weight[candidates], matrix, np.concatenate([b for _, b in rows]), maximise=True,
-            integer=True, presolve=True, column_upper=count[owner[candidates]], cutoff=floor,
-            deadline=deadline,
-        )  # fmt: skip
-        if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
-            return None
-        new = np.repeat(candidates, np.maximum(np.round(out.values), 0.0).astype(np.int64))
-        better = np.sort(np.concatenate([kept, new]))
-        if float(weight[new].sum()) <= floor:
-            return None
-        # HiGHS answers to its feasibility tolerance (1e-6); the plan must hold to ours.
-        if not within_limits(owner, count, self.resources, self.capacity, better):
-            return None
-        return better
+def _replan(
+    program: ProgramArrays, plan: np.ndarray, key: int, columns: np.ndarray, deadline: Deadline
+) -> np.ndarray | None:
+    """The plan with the classes on ``key`` planned again (module docstring), or
+    None where that gains nothing (or HiGHS finds nothing in time)."""
+    weight, owner, count = program.weight, program.owner, program.count
+    on_key = program.by_key[key][:, plan].toarray().ravel() > 0
+    classes = np.unique(owner[plan[on_key]])
+    freed = np.isin(owner[plan], classes)
+    kept, current = plan[~freed], plan[freed]
+    candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
+    floor = float(weight[current].sum()) + GAIN * max(abs(program.value(plan)), 1.0)
+    best = np.zeros(len(count))
+    np.maximum.at(best, owner[candidates], weight[candidates])
+    if float(best[classes] @ count[classes]) <= floor:
+        return None  # each of these jobs has its best cluster already
+    left = program.capacity - program.used_by(kept)
+    rows = [PerClass(owner, count).rows(candidates),
+            SharedLimits(program.resources, left, count[owner]).rows(candidates)]  # fmt: skip
+    matrix = sp.vstack([m for m, _ in rows]).tocsr()
+    if not matrix.shape[0]:
+        return None  # nothing binds these classes: each has its best already
+    out = highs.solve(
+        weight[candidates], matrix, np.concatenate([b for _, b in rows]), maximise=True,
+        integer=True, presolve=True, column_upper=count[owner[candidates]], cutoff=floor,
+        deadline=deadline,
+    )  # fmt: skip
+    if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
+        return None
+    new = np.repeat(candidates, np.maximum(np.round(out.values), 0.0).astype(np.int64))
+    better = np.sort(np.concatenate([kept, new]))
+    if float(weight[new].sum()) <= floor:
+        return None
+    # HiGHS answers to its feasibility tolerance (1e-6); the plan must hold to ours.
+    if not program.holds(better):
+        return None
+    return better

@@ -45,7 +45,8 @@ from deepvm.planner._highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Dea
 from deepvm.planner.fleet import _face, _relaxation
 from deepvm.planner.fleet import _model as fleet_model
 from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
-from deepvm.planner.fleet._rounding import RoundingState, rounded_plan, within_limits
+from deepvm.planner.fleet._arrays import ProgramArrays
+from deepvm.planner.fleet._rounding import Rounding, rounded_plan
 from deepvm.planner.offers import FloatArray
 
 # The second solve keeps the first one's value to this (relative) tolerance.
@@ -101,7 +102,8 @@ def solve(
     limited = np.flatnonzero(np.isfinite(capacity))
     resources = sp.csr_matrix(usage)[limited]
     bounds = np.asarray(capacity, dtype=float)[limited]
-    program = _Program(weight, cost, owner, count, resources.tocsc(), bounds, deadline)
+    arrays = ProgramArrays(weight, owner, count, resources.tocsc(), bounds)
+    program = _Program(arrays, cost, deadline)
     stages: dict[str, float] = {}
     began = time.perf_counter()
     # 1. A plan before any solve; its bound: each class's best alone.
@@ -112,9 +114,7 @@ def solve(
     stages["rounding"] = time.perf_counter() - began
     # 2. The relaxation, by columns and cuts.
     began = time.perf_counter()
-    lp = _relaxation.relax(
-        weight, owner, count, program.resources, program.capacity, plan, deadline
-    )
+    lp = _relaxation.relax(arrays, plan, deadline)
     stages["relaxation"] = time.perf_counter() - began
     if lp is None:  # the deadline passed first (a slow or busy machine)
         return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
@@ -133,18 +133,15 @@ def solve(
     # Its plan is often an exchange of a few jobs short of the best, and the proof is
     # several times slower from there: neighbourhoods first (_neighbourhoods).
     local = time.perf_counter()
-    plan = neighbourhoods.improve(
-        weight, owner, count, program.resources, program.capacity, plan, lp.competitive,
-        deadline.share(NEIGHBOURHOOD_SHARE),
-    )  # fmt: skip
+    plan = neighbourhoods.improve(arrays, plan, lp.competitive, deadline.share(NEIGHBOURHOOD_SHARE))
     stages["neighbourhoods"] = time.perf_counter() - local  # within "value"
 
     def narrow(plan: np.ndarray) -> _face.Face:
         local = time.perf_counter()
-        floor = _floor(program.value(plan))
+        floor = _floor(arrays.value(plan))
         face = _face.narrowed(
-            weight, owner, count, program.resources, program.capacity, (lp.cuts, lp.cut_rhs),
-            lp.competitive(floor), plan, floor, deadline.share(FACE_SHARE),
+            arrays, (lp.cuts, lp.cut_rhs), lp.competitive(floor), plan, floor,
+            deadline.share(FACE_SHARE),
         )  # fmt: skip
         stages["face"] = stages.get("face", 0.0) + time.perf_counter() - local  # within a step
         return face
@@ -159,7 +156,7 @@ def solve(
     if searched:
         face = narrow(plan)
     else:
-        face = _face.unnarrowed(lp.competitive(_floor(program.value(plan))), plan)
+        face = _face.unnarrowed(lp.competitive(_floor(arrays.value(plan))), plan)
     # Unless that search proved its plan best and no column outside can beat it:
     if not searched or not np.isin(face.columns, lp.generated).all():
         # From a plan the first search proved best of its columns, without HiGHS's
@@ -179,7 +176,7 @@ def solve(
     # face (whose floor is at most this one's), narrowed now if it was not before.
     began = time.perf_counter()
     face = face if searched else narrow(plan)
-    floor = _floor(program.value(plan))
+    floor = _floor(arrays.value(plan))
     narrowed = program.with_face(face)
     near = narrowed.cheap_enough(face.columns, floor, plan)
     status, cheaper = narrowed.solve(
@@ -205,12 +202,8 @@ def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarr
 
 @dataclass(frozen=True)
 class _Program:
-    weight: FloatArray
+    arrays: ProgramArrays
     cost: FloatArray
-    owner: np.ndarray
-    count: FloatArray
-    resources: Any  # csc: the shared limits' keys (quotas, the team budget) x columns
-    capacity: FloatArray
     deadline: Deadline
     cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
     cut_rhs: FloatArray | None = None
@@ -227,22 +220,23 @@ class _Program:
         cuts = sp.vstack([self.cuts, face.cuts]).tocsr()
         return self.with_cuts(cuts, np.concatenate([self.cut_rhs, face.rhs]))
 
-    def value(self, plan: np.ndarray) -> float:
-        return float(self.weight[plan].sum())
+    def _upper(self, columns: np.ndarray) -> FloatArray:
+        """Each column's bound: its class's count."""
+        return self.arrays.count[self.arrays.owner[columns]]
 
     def cost_of(self, plan: np.ndarray) -> float:
         return float(self.cost[plan].sum())
 
     @functools.cached_property
-    def rounding(self) -> RoundingState:
+    def rounding(self) -> Rounding:
         """Built once: both roundings share its per-class blocks."""
-        return RoundingState(self.weight, self.owner, self.count, self.resources, self.capacity)
+        return Rounding(self.arrays)
 
     def result(
         self, status: str, plan: np.ndarray, variables: int, bound: float, stages: dict[str, float]
     ) -> ProgramResult:
-        rows = len(self.count) + len(self.capacity)
-        value = self.value(plan)
+        rows = len(self.arrays.count) + len(self.arrays.capacity)
+        value = self.arrays.value(plan)
         # Proven optimal: the best bound is the value itself.
         bound = value if status == OPTIMAL else max(bound, value)
         return ProgramResult(
@@ -251,16 +245,17 @@ class _Program:
 
     def constraints(self, floor: float | None = None) -> list[fleet_model.Constraint]:
         """The program's rows as constraint objects (deepvm.planner.fleet._model)."""
+        a = self.arrays
         out: list[fleet_model.Constraint] = [
-            fleet_model.PerClass(self.owner, self.count),
-            fleet_model.SharedLimits(self.resources, self.capacity, self.count[self.owner]),
+            fleet_model.PerClass(a.owner, a.count),
+            fleet_model.SharedLimits(a.resources, a.capacity, a.count[a.owner]),
         ]
         if self.cuts is not None and self.cuts.shape[0]:
             assert self.cut_rhs is not None
             out.append(fleet_model.Cuts(self.cuts, self.cut_rhs))
         if floor is not None:
             slack = LEXICOGRAPHIC_RTOL * max(abs(floor), 1.0)
-            out.append(fleet_model.ValueFloor(self.weight, floor, slack))
+            out.append(fleet_model.ValueFloor(a.weight, floor, slack))
         return out
 
     def cheap_enough(self, columns: np.ndarray, floor: float, plan: np.ndarray) -> np.ndarray:
@@ -273,9 +268,8 @@ class _Program:
         columns = np.union1d(columns, plan).astype(np.int64)
         began = time.perf_counter()
         relaxed = fleet_model.least_cost_relaxation(
-            self.cost, self.constraints(floor), columns, self.count[self.owner[columns]],
-            self.deadline,
-        )  # fmt: skip
+            self.cost, self.constraints(floor), columns, self._upper(columns), self.deadline
+        )
         self.timing["cost relaxation"] = time.perf_counter() - began
         if relaxed is None:
             return columns
@@ -307,11 +301,11 @@ class _Program:
         out = None
         for tolerance in (1e-6, 1e-9):
             out = fleet_model.solve_integer(
-                self.weight if maximise else self.cost,
+                self.arrays.weight if maximise else self.cost,
                 maximise,
                 self.constraints(floor),
                 columns,
-                self.count[self.owner[columns]],
+                self._upper(columns),
                 # With HiGHS's presolve (measured, benchmarks/fleet.py, three clouds, 100
                 # jobs: its restarts shrink the program to a tenth; without it the value
                 # search took 2.2x the CPU) and no start: HiGHS 1.16, given both, returned
@@ -358,14 +352,14 @@ class _Program:
     def _cutoff(self, start: np.ndarray | None, maximise: bool) -> float | None:
         if start is None:
             return None
-        known = self.value(start) if maximise else self.cost_of(start)
+        known = self.arrays.value(start) if maximise else self.cost_of(start)
         slack = LEXICOGRAPHIC_RTOL * max(abs(known), 1.0)
         return known - slack if maximise else known + slack
 
     def _holds(self, plan: np.ndarray, floor: float | None) -> bool:
-        ok = within_limits(self.owner, self.count, self.resources, self.capacity, plan)
+        ok = self.arrays.holds(plan)
         if floor is not None:
-            ok = ok and self.value(plan) >= floor - 1e-12 * max(abs(floor), 1.0)
+            ok = ok and self.arrays.value(plan) >= floor - 1e-12 * max(abs(floor), 1.0)
         return ok
 
 

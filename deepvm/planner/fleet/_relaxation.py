@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import OPTIMAL, Deadline
+from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.offers import FloatArray
 
 # Column generation: per class and round, the columns of largest reduced cost added.
@@ -60,17 +61,11 @@ class _Mir:
         return whole + np.maximum(0.0, d - whole - self.f) / (1.0 - self.f)
 
 
-def relax(
-    weight: FloatArray,
-    owner: np.ndarray,
-    count: FloatArray,
-    resources: Any,  # csc: the shared limits' keys x columns
-    capacity: FloatArray,
-    plan: np.ndarray,
-    deadline: Deadline,
-) -> Relaxation | None:
+def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relaxation | None:
     """The LP relaxation with MIR cuts, by column generation; None if the
     deadline passed first."""
+    weight, owner, count = program.weight, program.owner, program.count
+    resources, capacity = program.resources, program.capacity
     size, classes = len(weight), len(count)
     shared = resources.shape[0]
     lp = highs.GrowingLP(np.concatenate([count, capacity]))
@@ -78,7 +73,7 @@ def relax(
     in_model = np.zeros(size, dtype=bool)
     cuts: list[_Mir] = []
     cut_rows: list[Any] = []  # each cut's coefficients over every column (csr, 1 x size)
-    rows_csr = resources.tocsr()
+    rows_csr = program.by_key
 
     def matrix(columns: np.ndarray) -> Any:
         one = sp.csr_matrix(

@@ -13,19 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from deepvm.planner.fleet._arrays import TOLERANCE, ProgramArrays
 from deepvm.planner.offers import FloatArray
 
-__all__ = [
-    "PASSES",
-    "TOLERANCE",
-    "RoundingState",
-    "fits_each",
-    "rounded_plan",
-    "used_by",
-    "within_limits",
-]
+__all__ = ["PASSES", "Rounding", "fits_each", "rounded_plan"]
 
-TOLERANCE = 1e-9  # relative: a limit this close to full still holds
 PASSES = 10  # local-search passes at most; each gains or stops
 
 
@@ -41,46 +33,27 @@ def fits_each(
     return np.bincount(columns[bad], minlength=width) == 0
 
 
-def used_by(resources: Any, plan: np.ndarray) -> FloatArray:
-    """What ``plan`` (columns, one per job) takes of each limit (``resources``:
-    limits x columns)."""
-    return np.asarray(resources[:, plan].sum(axis=1)).ravel()
-
-
-def within_limits(
-    owner: np.ndarray, count: FloatArray, resources: Any, capacity: FloatArray, plan: np.ndarray
-) -> bool:
-    """Whether ``plan`` (columns, one per job) keeps every class within its count and
-    every limit (``resources``: limits x columns) within its capacity, to TOLERANCE."""
-    per_class = np.bincount(owner[plan], minlength=len(count))
-    used = used_by(resources, plan)
-    room = capacity + TOLERANCE * np.maximum(np.abs(capacity), 1.0)
-    return bool((per_class <= count + TOLERANCE).all() and (used <= room).all())
-
-
 @dataclass(frozen=True)
-class RoundingState:
-    """The program's arrays, as rounding reads them."""
+class Rounding:
+    """The program's arrays as rounding reads them: by class."""
 
-    weight: FloatArray
-    owner: np.ndarray  # each column's class
-    count: FloatArray  # jobs per class
-    resources: Any  # csc: limits x columns
-    capacity: FloatArray
+    program: ProgramArrays
 
     @functools.cached_property
     def _by_class(self) -> tuple[Any, np.ndarray, np.ndarray]:
         """The limits' columns grouped by class, sliced once for every class (5,000
         jobs: a slice per class took 0.5 s): the csc, its columns, and where each
         class starts."""
-        order = np.argsort(self.owner, kind="stable")
-        starts = np.searchsorted(self.owner[order], np.arange(len(self.count) + 1))
-        return self.resources[:, order].tocsc(), order, starts
+        p = self.program
+        order = np.argsort(p.owner, kind="stable")
+        starts = np.searchsorted(p.owner[order], np.arange(len(p.count) + 1))
+        return p.resources[:, order].tocsc(), order, starts
 
     def use(self, k: int) -> FloatArray:
-        out = np.zeros(self.resources.shape[0])
-        lo, hi = self.resources.indptr[k], self.resources.indptr[k + 1]
-        out[self.resources.indices[lo:hi]] = self.resources.data[lo:hi]
+        resources = self.program.resources
+        out = np.zeros(resources.shape[0])
+        lo, hi = resources.indptr[k], resources.indptr[k + 1]
+        out[resources.indices[lo:hi]] = resources.data[lo:hi]
         return out
 
     def best_fit(self, c: int, room: FloatArray) -> int | None:
@@ -93,25 +66,27 @@ class RoundingState:
             grouped.data[first:last], grouped.indices[first:last],
             grouped.indptr[lo : hi + 1] - first, room,
         )  # fmt: skip
-        ok &= self.weight[cols] > 0
+        weight = self.program.weight
+        ok &= weight[cols] > 0
         if not ok.any():
             return None
         choice = cols[ok]
-        return int(choice[np.argmax(self.weight[choice])])
+        return int(choice[np.argmax(weight[choice])])
 
 
-def rounded_plan(state: RoundingState, x: FloatArray) -> np.ndarray:
+def rounded_plan(state: Rounding, x: FloatArray) -> np.ndarray:
     """A feasible plan near ``x`` (the relaxation's point over every column; zeros:
     none), as columns, one per job that takes it."""
+    p = state.program
     taken = np.floor(np.maximum(x, 0.0) + 1e-9).astype(np.int64)
     plan = [int(k) for k in np.repeat(np.arange(len(x)), taken)]
-    used = np.asarray(state.resources @ taken.astype(float)).ravel()
-    left = state.capacity - used
-    slots = state.count - np.bincount(state.owner[plan], minlength=len(state.count))
-    share = np.bincount(state.owner, weights=np.maximum(x, 0.0) * state.weight,
-                        minlength=len(state.count))  # fmt: skip
-    best = np.zeros(len(state.count))
-    np.maximum.at(best, state.owner, state.weight)
+    used = np.asarray(p.resources @ taken.astype(float)).ravel()
+    left = p.capacity - used
+    slots = p.count - np.bincount(p.owner[plan], minlength=len(p.count))
+    share = np.bincount(p.owner, weights=np.maximum(x, 0.0) * p.weight,
+                        minlength=len(p.count))  # fmt: skip
+    best = np.zeros(len(p.count))
+    np.maximum.at(best, p.owner, p.weight)
     for c in np.lexsort((-best, -share)):
         for _ in range(round(slots[c])):
             k = state.best_fit(int(c), left)
@@ -122,16 +97,17 @@ def rounded_plan(state: RoundingState, x: FloatArray) -> np.ndarray:
     return _improve(state, plan, left)
 
 
-def _improve(state: RoundingState, plan: list[int], left: FloatArray) -> np.ndarray:
+def _improve(state: Rounding, plan: list[int], left: FloatArray) -> np.ndarray:
     """Local search (module docstring): a better start lets the relaxation's bound
     leave out more columns."""
-    plan = sorted(plan, key=lambda k: (int(state.owner[k]), k))
+    owner, weight = state.program.owner, state.program.weight
+    plan = sorted(plan, key=lambda k: (int(owner[k]), k))
     for _ in range(PASSES):
         gained = False
         for i, mine in enumerate(plan):
             room = left + state.use(mine)
-            k = state.best_fit(int(state.owner[mine]), room)
-            if k is not None and state.weight[k] > state.weight[mine] + 1e-12:
+            k = state.best_fit(int(owner[mine]), room)
+            if k is not None and weight[k] > weight[mine] + 1e-12:
                 left = room - state.use(k)
                 plan[i] = k
                 gained = True

@@ -1,0 +1,49 @@
+"""The fleet program's arrays (docs/ARCHITECTURE.md, "For the fleet"), as each of
+its steps reads them: the rounding, the relaxation, the neighbourhoods, the face
+and the integer programs. Columns are candidate clusters of a class of identical
+jobs (``count`` jobs each); rows are the shared limits' keys (the quotas in
+their units, the team budget in USD/h), each with its capacity."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deepvm.planner.offers import FloatArray
+
+__all__ = ["TOLERANCE", "ProgramArrays"]
+
+TOLERANCE = 1e-9  # relative: a limit this close to full still holds
+
+
+@dataclass(frozen=True)
+class ProgramArrays:
+    weight: FloatArray  # per column: what a job on it is worth (priority x value)
+    owner: np.ndarray  # per column: its class
+    count: FloatArray  # per class: its jobs
+    resources: Any  # csc: the shared limits' keys x columns
+    capacity: FloatArray  # per key (each finite)
+
+    @functools.cached_property
+    def by_key(self) -> Any:
+        """``resources`` by rows (csr)."""
+        return self.resources.tocsr()
+
+    def value(self, plan: np.ndarray) -> float:
+        """What ``plan`` (columns, one per job that takes it) is worth."""
+        return float(self.weight[plan].sum())
+
+    def used_by(self, plan: np.ndarray) -> FloatArray:
+        """What ``plan`` takes of each key."""
+        return np.asarray(self.resources[:, plan].sum(axis=1)).ravel()
+
+    def holds(self, plan: np.ndarray) -> bool:
+        """Whether ``plan`` keeps every class within its count and every key within
+        its capacity, to TOLERANCE."""
+        per_class = np.bincount(self.owner[plan], minlength=len(self.count))
+        room = self.capacity + TOLERANCE * np.maximum(np.abs(self.capacity), 1.0)
+        within = (per_class <= self.count + TOLERANCE).all()
+        return bool(within and (self.used_by(plan) <= room).all())
