@@ -110,3 +110,31 @@ def test_cuts_the_plan_breaks_are_no_cuts(monkeypatch):
     result = fleet_program.solve(weight, np.ones(len(owner)), owner, resources, capacity, 60,
                                  count=count)  # fmt: skip
     assert result.objective == pytest.approx(float(values.max()), rel=1e-9)
+
+
+def test_the_faces_lp_by_columns_is_the_lp_over_every_column():
+    """The face's LP (its duals by column generation, _face._duals) bounds plans as
+    the LP over every column does: on random programs and subsets of their columns,
+    some of them a class's only column (whose bound, not a row, keeps it), y b +
+    sum max(r, 0) u equals HiGHS's optimum of the whole LP."""
+    from deepvm.planner import _highs as highs
+
+    rng = np.random.default_rng(7)
+    single = 0
+    for _ in range(40):
+        weight, owner, count, resources, capacity = random_program(rng)
+        program = ProgramArrays(weight, owner, count, resources, capacity)
+        columns = np.sort(rng.choice(len(owner), size=int(rng.integers(2, len(owner) + 1)),
+                                     replace=False))  # fmt: skip
+        plan = columns[:1]
+        matrix, upper = _face._rows(program, [], columns)
+        bounds = count[owner[columns]]
+        whole = highs.solve(weight[columns], matrix, upper, maximise=True, integer=False,
+                            column_upper=bounds, deadline=Deadline(60))  # fmt: skip
+        y = _face._duals(program, columns, matrix, upper, plan, Deadline(60))
+        assert y is not None
+        reduced = weight[columns] - matrix.T @ y
+        bound = float(upper @ y + np.maximum(reduced, 0.0) @ bounds)
+        assert bound == pytest.approx(whole.objective, rel=1e-9, abs=1e-9)
+        single += int((np.bincount(owner[columns]) == 1).any())
+    assert single >= 10

@@ -302,7 +302,7 @@ def root_cuts(
 
 
 class GrowingLP:
-    """An LP relaxation ``max c @ x, rows @ x <= upper, x >= 0`` that grows: columns
+    """An LP relaxation ``max c @ x, rows @ x <= upper, 0 <= x (<= its bound)`` that grows: columns
     (column generation) and rows (cuts) are added to the model HiGHS holds, and
     each solve starts from the last one's basis."""
 
@@ -318,15 +318,19 @@ class GrowingLP:
         self.columns = 0
         self.rows = n
 
-    def add_columns(self, objective: FloatArray, matrix: Any) -> None:
-        """Columns of ``matrix`` (scipy.sparse, every row of the model so far)."""
+    def add_columns(
+        self, objective: FloatArray, matrix: Any, upper: FloatArray | None = None
+    ) -> None:
+        """Columns of ``matrix`` (scipy.sparse, every row of the model so far), each
+        within 0 and ``upper`` (default: no bound)."""
         import scipy.sparse as sp
 
         csc = sp.csc_matrix(matrix)
         k = csc.shape[1]
         if not k:
             return
-        self.h.addCols(k, np.asarray(objective, dtype=float), np.zeros(k), np.full(k, math.inf),
+        bounds = np.full(k, math.inf) if upper is None else np.asarray(upper, dtype=float)
+        self.h.addCols(k, np.asarray(objective, dtype=float), np.zeros(k), bounds,
                        csc.nnz, csc.indptr[:-1].astype(np.int32), csc.indices.astype(np.int32),
                        csc.data.astype(float))  # fmt: skip
         self.columns += k

@@ -69,7 +69,7 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
     size, classes = len(weight), len(count)
     shared = resources.shape[0]
     lp = highs.GrowingLP(np.concatenate([count, capacity]))
-    first = _first_columns(weight, owner, plan)
+    first = first_columns(weight, owner, plan)
     in_model = np.zeros(size, dtype=bool)
     cuts: list[_Mir] = []
     cut_rows: list[Any] = []  # each cut's coefficients over every column (csr, 1 x size)
@@ -104,10 +104,10 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
             reduced = weight - on_class[owner] - resources.T @ on_shared
             if cuts:
                 reduced -= cut_matrix.T @ duals[classes + shared :]
-            entering = _entering(reduced, owner, in_model)
-            if not len(entering):
+            adding = entering(reduced, owner, in_model)
+            if not len(adding):
                 break
-            add(entering)
+            add(adding)
         x_all = np.zeros(size)
         x_all[np.array(order)] = x
         # The dual bound (at least z, the same at an optimum).
@@ -134,7 +134,7 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
     )  # fmt: skip
 
 
-def _first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> np.ndarray:
+def first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> np.ndarray:
     """The relaxation's first columns: each class's few most valuable, and the plan's."""
     order = np.lexsort((-weight, owner))
     starts = np.searchsorted(owner[order], owner[order], side="left")
@@ -142,7 +142,7 @@ def _first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> n
     return np.union1d(order[rank < COLUMNS_PER_ROUND], plan).astype(np.int64)
 
 
-def _entering(reduced: FloatArray, owner: np.ndarray, in_model: np.ndarray) -> np.ndarray:
+def entering(reduced: FloatArray, owner: np.ndarray, in_model: np.ndarray) -> np.ndarray:
     """Per class, up to COLUMNS_PER_ROUND columns outside the model that price out."""
     out = np.flatnonzero((reduced > 1e-9 * max(1.0, float(np.abs(reduced).max(initial=0.0))))
                          & ~in_model)  # fmt: skip
@@ -183,4 +183,4 @@ def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:
     return out
 
 
-__all__ = ["Relaxation", "relax"]
+__all__ = ["Relaxation", "entering", "first_columns", "relax"]
