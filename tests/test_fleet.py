@@ -687,3 +687,28 @@ def test_alike_jobs_exchange_equal_clusters_to_take_them_in_name_order():
         [1, 0], lambda c: (("r1",) if usage_column[c] == 0 else ("r2",)),
     )  # fmt: skip
     assert list(np.flatnonzero(out)) == [1, 2]
+
+
+def test_config_rows_build_each_cluster_as_the_planner_names_it():
+    """JobOptions keep their clusters as arrays (_options.ConfigRows): each Config is
+    built when asked for, equal to the one the planner would name, rows taken keep
+    their order, and a cluster appended (a running job's) round-trips."""
+    import numpy as np
+
+    from deepvm.planner import architectures as arch
+    from deepvm.planner.candidates import TIERING, Config
+    from deepvm.planner.fleet._options import ConfigRows
+
+    names = [a.name for a in arch.REGISTRY]
+    rows = ConfigRows(
+        np.array([arch.code(names[0]), arch.code(TIERING)]), np.array([3, 5]),
+        np.array([2, 4]), np.array([-1, 7]), np.array([0, 1]),
+    )  # fmt: skip
+    assert list(rows) == [Config(names[0], 3, 2), Config(TIERING, 5, 4, 7, 1)]
+    assert rows[-1] == Config(TIERING, 5, 4, 7, 1) and rows[0:1] == [Config(names[0], 3, 2)]
+    assert list(rows.take(np.array([1, 0]))) == [rows[1], rows[0]]
+    running = Config(TIERING, 9, 2, 1, 3)
+    grown = rows.plus(running)
+    assert len(grown) == 3 and grown[2] == running and running in grown and len(rows) == 2
+    with pytest.raises(AssertionError, match="round-trip"):
+        rows.plus(Config(names[0], 1, 1, None, 2))  # remote nodes without a remote type
