@@ -131,7 +131,7 @@ def test_the_faces_lp_by_columns_is_the_lp_over_every_column():
         bounds = count[owner[columns]]
         whole = highs.solve(weight[columns], matrix, upper, maximise=True, integer=False,
                             column_upper=bounds, deadline=Deadline(60))  # fmt: skip
-        y = _face._duals(program, columns, matrix, upper, plan, Deadline(60))
+        y = _face._duals(program, columns, matrix, upper, bounds, plan, Deadline(60))
         assert y is not None
         reduced = weight[columns] - matrix.T @ y
         bound = float(upper @ y + np.maximum(reduced, 0.0) @ bounds)

@@ -36,6 +36,10 @@ class ProgramArrays:
         """What ``plan`` (columns, one per job that takes it) is worth."""
         return float(self.weight[plan].sum())
 
+    def better(self, plan: np.ndarray, other: np.ndarray) -> np.ndarray:
+        """The plan worth more (``plan`` on a tie)."""
+        return other if self.value(other) > self.value(plan) else plan
+
     def used_by(self, plan: np.ndarray) -> FloatArray:
         """What ``plan`` takes of each key."""
         return np.asarray(self.resources[:, plan].sum(axis=1)).ravel()

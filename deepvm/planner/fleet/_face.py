@@ -99,7 +99,7 @@ def narrowed(
         )
         found, found_rhs = sp.vstack([found, spread]).tocsr(), np.concatenate([found_rhs, new_rhs])
         matrix, upper = sp.vstack([matrix, new]).tocsr(), np.concatenate([upper, new_rhs])
-        duals = _duals(program, columns, matrix, upper, plan, deadline)
+        duals = _duals(program, columns, matrix, upper, bounds, plan, deadline)
         if duals is None:
             break
         # Any y >= 0 bounds every plan: w x = r x + y A x <= y b + sum_k max(r_k, 0) u_k
@@ -120,16 +120,17 @@ def _duals(
     columns: np.ndarray,
     matrix: Any,  # csr, the rows x ``columns``
     upper: FloatArray,
+    bounds: FloatArray,  # per column: its class's count (the rows leave out a class it keeps)
     plan: np.ndarray,
     deadline: Deadline,
 ) -> FloatArray | None:
-    """The rows' duals of the LP max w x over ``matrix`` x <= ``upper``, x >= 0, by
-    column generation as the relaxation's (a few columns per class, the rest priced
-    in one pass per round; 1,000 jobs: 57,504 columns, where HiGHS's simplex over
-    all of them took 0.7 s a round). None where the deadline passes first."""
+    """The rows' duals of the LP max w x over ``matrix`` x <= ``upper``, 0 <= x <=
+    ``bounds``, by column generation as the relaxation's (a few columns per class,
+    the rest priced in one pass per round; 1,000 jobs: 57,504 columns, where HiGHS's
+    simplex over all of them took 0.7 s a round). None where the deadline passes
+    first."""
     weight = program.weight[columns]
     owner = program.owner[columns]
-    bounds = program.count[owner]  # the rows leave out a class its columns' bounds keep
     csc = matrix.tocsc()
     lp = highs.GrowingLP(upper)
     in_model = np.zeros(len(columns), dtype=bool)

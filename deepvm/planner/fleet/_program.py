@@ -119,7 +119,7 @@ def solve(
     if lp is None:  # the deadline passed first (a slow or busy machine)
         return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
     bound = min(bound, lp.bound)
-    plan = _better(weight, plan, rounded_plan(program.rounding, lp.x_all))
+    plan = arrays.better(plan, rounded_plan(program.rounding, lp.x_all))
     # 3. The integer program: over the generated columns, then every one that can beat it.
     began = time.perf_counter()
     program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
@@ -129,7 +129,7 @@ def solve(
     first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
     status, found = first.solve(lp.generated, maximise=True, start=plan)
     if found is not None:
-        plan = _better(weight, plan, found)
+        plan = arrays.better(plan, found)
     # Its plan is often an exchange of a few jobs short of the best, and the proof is
     # several times slower from there: neighbourhoods first (_neighbourhoods).
     local = time.perf_counter()
@@ -167,7 +167,7 @@ def solve(
             face.columns, maximise=True, start=plan, heuristics=not searched
         )
         if found is not None:
-            plan = _better(weight, plan, found)
+            plan = arrays.better(plan, found)
     stages["value"] = time.perf_counter() - began
     variables = len(face.columns)
     if status != OPTIMAL:
@@ -195,13 +195,11 @@ def _floor(value: float) -> float:
     return value - LEXICOGRAPHIC_RTOL * max(abs(value), 1.0)
 
 
-def _better(weight: FloatArray, plan: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """The plan worth more (``plan`` on a tie)."""
-    return other if float(weight[other].sum()) > float(weight[plan].sum()) else plan
-
-
 @dataclass(frozen=True)
 class _Program:
+    """The program as its integer programs read it: the arrays, each column's cost,
+    the deadline, and the cuts every plan sought keeps to."""
+
     arrays: ProgramArrays
     cost: FloatArray
     deadline: Deadline
