@@ -130,13 +130,14 @@ def check_plan(plan, jobs, inputs) -> None:
 @pytest.mark.parametrize("stage", ["relaxation", "value", "face", "no-plan"])
 def test_a_time_limited_solve_gives_a_checked_plan_and_its_bound(monkeypatch, optimum, stage):
     jobs, inputs, best = optimum
-    assert best.status == "optimal"
+    assert (best.status, best.tie_break_status) == ("optimal", "optimal")
     clock = stop_in(monkeypatch, stage)
     outcomes = cost_stage_outcomes(monkeypatch)
     plan = plan_fleet(jobs, inputs, time_limit_s=5)
     assert clock.now > 0  # the deadline did pass, in that stage
     assert plan.status == "limit_with_incumbent"
     assert outcomes == [""]  # the value is not proven: the cost stage did not run
+    assert plan.tie_break_status == "not_run"
     assert plan.objective_value <= best.objective_value + 1e-9 <= plan.objective_bound + 1e-6
     check_plan(plan, jobs, inputs)
 
@@ -152,6 +153,7 @@ def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimu
     assert clock.now > 0
     assert plan.status == "optimal"
     assert outcomes == [highs.LIMIT_WITH_INCUMBENT]
+    assert plan.tie_break_status == "limit_with_incumbent"  # and the plan says so
     assert plan.objective_value == pytest.approx(best.objective_value, rel=1e-9)
     cost = sum(j.cluster.hourly_cost for j in plan.jobs if j.planned)
     least = sum(j.cluster.hourly_cost for j in best.jobs if j.planned)
@@ -159,7 +161,8 @@ def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimu
     check_plan(plan, jobs, inputs)
 
 
-def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
+def hard_jobs_file(path) -> str:
+    """hard_jobs() as a --jobs file."""
     lines = []
     for job in hard_jobs():
         lines.append(
@@ -168,12 +171,30 @@ def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
             f'objective = "{job.spec.objective}"\n'
             + (f"work_flops = {job.spec.work_flops}\n" if job.spec.work_flops else "")
         )
-    (tmp_path / "jobs.toml").write_text("\n".join(lines))
+    (path / "jobs.toml").write_text("\n".join(lines))
+    return str(path / "jobs.toml")
+
+
+def test_the_cli_prints_the_plan_and_warns(tmp_path, capsys, monkeypatch):
     stop_in(monkeypatch, "relaxation")
-    argv = ["fleet", "--json", "--jobs", str(tmp_path / "jobs.toml"), "--time-limit", "5"]
+    argv = ["fleet", "--json", "--jobs", hard_jobs_file(tmp_path), "--time-limit", "5"]
     assert main(argv) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["status"] == "limit_with_incumbent"
+    assert out["tie_break_status"] == "not_run"
     assert out["objective_value"] <= out["objective_bound"]
     assert "stopped at its time limit" in captured.err and "raise --time-limit" in captured.err
+
+
+def test_the_cli_says_when_only_the_tie_break_is_unproven(tmp_path, capsys, monkeypatch):
+    """Stopped in the cost stage: the value is proven (status optimal), and the
+    output says the cheapest of that value is not (it said nothing before)."""
+    stop_in(monkeypatch, "cost")
+    argv = ["fleet", "--json", "--jobs", hard_jobs_file(tmp_path), "--time-limit", "5"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert (out["status"], out["tie_break_status"]) == ("optimal", "limit_with_incumbent")
+    assert "proving the plan's value" in captured.err
+    assert "may cost less" in captured.err and "raise --time-limit" in captured.err

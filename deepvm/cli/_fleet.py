@@ -113,6 +113,13 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             "prove the best",
             file=sys.stderr,
         )
+    elif plan.status == "optimal" and plan.tie_break_status == "limit_with_incumbent":
+        print(  # the value is proven; which of the equal plans is cheapest is not
+            f"warning: the fleet solve stopped at its time limit after {plan.solve_s:.1f} s, "
+            f"after proving the plan's value ({plan.objective_value:.4g}) the best: a plan "
+            "of that value may cost less; raise --time-limit to prove the cheapest",
+            file=sys.stderr,
+        )
     elif plan.status != "optimal":
         raise SolverError(
             f"the fleet solve stopped {plan.status.replace('_', ' ')} after "

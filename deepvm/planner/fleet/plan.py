@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,7 +52,13 @@ from deepvm.planner.fleet._options import (
     undominated,
 )
 from deepvm.planner.fleet._program import LEXICOGRAPHIC_RTOL
-from deepvm.planner.fleet.types import FleetPlan, JobPlan, QuotaUse, RegisteredJob
+from deepvm.planner.fleet.types import (
+    TIE_BREAK_NOT_RUN,
+    FleetPlan,
+    JobPlan,
+    QuotaUse,
+    RegisteredJob,
+)
 from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import FloatArray, Offers
 
@@ -144,9 +151,8 @@ def plan_fleet(
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
     _prune_across(shared, inputs, team_budget)
     start = time.perf_counter()
-    status, chosen, objective, variables, constraints, bound = _solve(
-        shared, inputs, team_budget, time_limit_s
-    )
+    solved = _solve(shared, inputs, team_budget, time_limit_s)
+    status, chosen = solved.status, solved.chosen
     has_plan = status in (OPTIMAL, LIMIT_WITH_INCUMBENT)
     solve_s = time.perf_counter() - start
     picks: dict[str, Config | None] = {}
@@ -163,7 +169,7 @@ def plan_fleet(
     labels = fleet_check.labels(work, picks)
     return FleetPlan(
         status,
-        objective if has_plan else math.nan,
+        solved.value if has_plan else math.nan,
         team_budget,
         plans,
         [
@@ -179,9 +185,10 @@ def plan_fleet(
         ],
         snapshot,
         solve_s,
-        variables,
-        constraints,
-        bound,
+        solved.variables,
+        solved.rows,
+        solved.bound,
+        solved.tie_break if has_plan else TIE_BREAK_NOT_RUN,
     )
 
 
@@ -267,14 +274,13 @@ def _value(w: JobState, score: FloatArray | float) -> FloatArray:
 
 def _solve(
     shared: list[JobState], inputs: Inputs, team_budget: float | None, time_limit_s: float
-) -> tuple[str, dict[str, Config | None], float, int, int, float]:
-    """The knapsack (module docstring) over the shared jobs' candidates: status,
-    each job's cluster (None: unplanned), objective value, binaries, constraints
-    and the best bound known on the value. Jobs with the same candidates, weights
-    and costs are one class (one integer column per cluster, up to the class's
-    size), so a team of many alike jobs costs as much as one of its kinds."""
+) -> _Solved:
+    """The knapsack (module docstring) over the shared jobs' candidates. Jobs with
+    the same candidates, weights and costs are one class (one integer column per
+    cluster, up to the class's size), so a team of many alike jobs costs as much as
+    one of its kinds."""
     if not shared:
-        return OPTIMAL, {}, 0.0, 0, 0, 0.0
+        return _Solved(OPTIMAL, {}, 0.0, 0, 0, 0.0, OPTIMAL)
     import scipy.sparse as sp
 
     order = sorted(range(len(shared)), key=lambda j: shared[j].job.name)
@@ -364,7 +370,26 @@ def _solve(
         assert w.options is not None
         chosen[w.job.name] = w.options.configs[int(k) - first[int(j_owner[k])]]
     value = float(weight[column][picked].sum())
-    return result.status, chosen, value, result.variables, result.rows, result.bound
+    tie_break = result.cost_status or TIE_BREAK_NOT_RUN
+    return _Solved(
+        result.status, chosen, value, result.variables, result.rows, result.bound, tie_break
+    )
+
+
+@dataclass(frozen=True)
+class _Solved:
+    """The fleet program's outcome, by job: the status, each job's cluster (None:
+    unplanned), the value, the program's size, the best bound known on the value,
+    and whether the tie-break (the least cost among plans of that value) is proven
+    (FleetPlan.tie_break_status)."""
+
+    status: str
+    chosen: dict[str, Config | None]
+    value: float
+    variables: int
+    rows: int
+    bound: float
+    tie_break: str
 
 
 def _job_plan(

@@ -17,6 +17,7 @@ from deepvm.planner.recommendation import Recommendation
 __all__ = [
     "DECISION_COLUMNS",
     "PRIORITY_RANGE",
+    "TIE_BREAK_NOT_RUN",
     "FleetPlan",
     "JobPlan",
     "QuotaUse",
@@ -29,6 +30,9 @@ __all__ = [
 # Priorities weigh values of at most 1 in one objective that HiGHS solves to a
 # relative precision of about 1e-9: the largest over the smallest stays within 1e6.
 PRIORITY_RANGE = (1e-3, 1e3)
+# FleetPlan.tie_break_status where the least cost among plans of the best value was
+# not sought: the value itself is not proven (or there is no plan).
+TIE_BREAK_NOT_RUN = "not_run"
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,10 @@ class FleetPlan:
     # The relaxation's bound on the value of any plan: where the solve stopped at
     # its time limit (status limit_with_incumbent), how much better one could be.
     objective_bound: float = math.nan
+    # Whether the plan is proven the cheapest of its value (the tie-break): optimal;
+    # limit_with_incumbent where the time limit stopped that search (the value is
+    # still proven where status is optimal); TIE_BREAK_NOT_RUN where the value is not.
+    tie_break_status: str = "optimal"
 
     @property
     def hourly_cost(self) -> float:
@@ -227,6 +235,7 @@ class FleetPlan:
             "status": self.status,
             "objective_value": self.objective_value,
             "objective_bound": self.objective_bound,
+            "tie_break_status": self.tie_break_status,
             "team_budget": self.team_budget,
             "hourly_cost": self.hourly_cost,
             "prices_snapshot": self.prices_snapshot,
