@@ -689,6 +689,98 @@ def test_alike_jobs_exchange_equal_clusters_to_take_them_in_name_order():
     assert list(np.flatnonzero(out)) == [1, 2]
 
 
+def _prefer_canonical_by_hand(picked, owner, weight, cost, usage, usage_column, capacity, order,
+                              key_of):  # fmt: skip
+    """prefer_canonical's rule as its docstring states it, slowly: each job in name
+    order takes its first equal cluster that fits, or that fits once a later job
+    (any, in name order) moves to another of its own equal clusters."""
+    import numpy as np
+
+    dense = usage.toarray()
+    chosen = {int(owner[c]): int(c) for c in np.flatnonzero(picked)}
+    ties = {}
+    for j, c in chosen.items():
+        same = (np.abs(weight - weight[c]) <= 1e-9) & (np.abs(cost - cost[c]) <= 1e-9)
+        equal = [int(k) for k in np.flatnonzero((owner == j) & same)]
+        ties[j] = sorted(equal, key=key_of)
+
+    def use(c):
+        return dense[:, usage_column[c]]
+
+    used = sum(use(c) for c in chosen.values())
+    limit = capacity + 1e-9 * np.maximum(1.0, np.abs(capacity))
+    position = {j: k for k, j in enumerate(order)}
+    for job in order:
+        if job not in chosen:
+            continue
+        for better in ties[job]:
+            if better == chosen[job]:
+                break
+            delta = use(better) - use(chosen[job])
+            if np.all(used + delta <= limit):
+                used, chosen[job] = used + delta, better
+                break
+            found = next(
+                ((other, alt, delta + use(alt) - use(chosen[other]))
+                 for other in sorted(chosen, key=position.__getitem__)
+                 if position[other] > position[job]
+                 for alt in ties[other]
+                 if alt != chosen[other]
+                 and np.all(used + delta + use(alt) - use(chosen[other]) <= limit)),
+                None,
+            )  # fmt: skip
+            if found is not None:
+                other, alt, change = found
+                used, chosen[job], chosen[other] = used + change, better, alt
+                break
+    out = np.zeros_like(picked)
+    out[list(chosen.values())] = True
+    return out
+
+
+def test_prefer_canonical_is_its_rule_by_hand_on_random_fleets():
+    """The tie-break finds the jobs that can make room from each pick's own usage
+    column (the short keys' rows can hold every column of a large program); on 300
+    random small fleets, alike jobs sharing usage columns among them, it gives what
+    its rule, applied by hand over every later job, gives; value, cost and every
+    limit are kept."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner.fleet._ties import prefer_canonical
+
+    rng = np.random.default_rng(11)
+    exchanges = 0
+    for _ in range(300):
+        jobs, per_job, keys = (
+            int(rng.integers(2, 7)),
+            int(rng.integers(2, 5)),
+            int(rng.integers(1, 4)),
+        )
+        kinds = int(rng.integers(1, jobs + 1))  # alike jobs share a kind's usage columns
+        kind = rng.integers(0, kinds, size=jobs)
+        usage = sp.csc_matrix(rng.integers(0, 3, size=(keys, kinds * per_job)).astype(float))
+        owner = np.repeat(np.arange(jobs), per_job)
+        usage_column = kind[owner] * per_job + np.tile(np.arange(per_job), jobs)
+        weight = rng.integers(1, 3, size=len(owner)).astype(float)  # ties are frequent
+        cost = np.ones(len(owner))
+        picked = np.zeros(len(owner), dtype=bool)
+        picked[np.arange(jobs) * per_job + rng.integers(0, per_job, size=jobs)] = True
+        used = usage.toarray()[:, usage_column[picked]].sum(axis=1)
+        capacity = used + rng.integers(0, 2, size=keys)
+        order = [int(j) for j in rng.permutation(jobs)]
+        rank = rng.permutation(len(owner))
+        args = (picked, owner, weight, cost, usage, usage_column, capacity, order,
+                lambda c, rank=rank: (int(rank[c]),))  # fmt: skip
+        out = prefer_canonical(*args)
+        assert np.array_equal(out, _prefer_canonical_by_hand(*args))
+        assert weight[out].sum() == weight[picked].sum() and cost[out].sum() == cost[picked].sum()
+        assert np.all(usage.toarray()[:, usage_column[out]].sum(axis=1) <= capacity + 1e-9)
+        moved = {int(owner[c]) for c in np.flatnonzero(out & ~picked)}
+        exchanges += len(moved) > 1
+    assert exchanges >= 20  # the exchange path ran, not only single moves
+
+
 def test_config_rows_build_each_cluster_as_the_planner_names_it():
     """JobOptions keep their clusters as arrays (_options.ConfigRows): each Config is
     built when asked for, equal to the one the planner would name, rows taken keep
