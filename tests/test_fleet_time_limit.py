@@ -161,6 +161,26 @@ def test_a_deadline_in_the_cost_stage_keeps_the_proven_value(monkeypatch, optimu
     check_plan(plan, jobs, inputs)
 
 
+def test_the_fleet_table_keeps_whether_the_tie_break_is_proven(monkeypatch, optimum, tmp_path):
+    """The store's fleet table carries tie_break_status beside status: a plan whose
+    cost stage was stopped reads back as optimal in value, its tie-break not proven."""
+    from deepvm.records.results import write_fleet
+    from deepvm.store import Store
+
+    jobs, inputs, best = optimum
+    stop_in(monkeypatch, "cost")
+    plan = plan_fleet(jobs, inputs, time_limit_s=5)
+    store = Store.open(str(tmp_path / "store"))
+    write_fleet(best, store, run_kind="nightly", snapshot_date="2026-12-01")
+    write_fleet(plan, store, run_kind="nightly", snapshot_date="2026-12-02")
+    rows = Store.open(str(tmp_path / "store")).read("fleet")
+    by_date = rows.groupby(rows["snapshot_date"].astype(str))
+    assert set(by_date.get_group("2026-12-01")["tie_break_status"]) == {"optimal"}
+    night = by_date.get_group("2026-12-02")
+    assert set(night["status"]) == {"optimal"}
+    assert set(night["tie_break_status"]) == {"limit_with_incumbent"}
+
+
 def hard_jobs_file(path) -> str:
     """hard_jobs() as a --jobs file."""
     lines = []

@@ -179,6 +179,12 @@ _PER_TABLE: dict[tuple[str, str], tuple[str, str]] = {
     ("scaling", "source"): ("", "measured, or the file it was read from"),
     ("fleet", "status"): ("", "the fleet solve's status (optimal, limit_with_incumbent, ...)"),
     ("fleet", "objective_value"): ("", "the fleet's objective: the priority-weighted values"),
+    ("fleet", "tie_break_status"): (
+        "",
+        "optimal: the plan is proven the cheapest of its value; limit_with_incumbent: "
+        "the time limit stopped that search (the value is still proven where status is "
+        "optimal); not_run: the value is not proven",
+    ),
 }
 
 

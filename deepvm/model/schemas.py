@@ -299,6 +299,9 @@ TABLES: dict[str, tuple[str | None, pa.Schema]] = {
                 ("break_even_h", pa.float64()),
                 ("decision_reason", pa.string()),
                 ("run_kind", pa.string()),  # as the recommendations table's
+                # whether the plan is the cheapest of its value (FleetPlan.
+                # tie_break_status; null in plans written before it)
+                ("tie_break_status", pa.string()),
             ]
         ),
     ),

@@ -101,6 +101,7 @@ def fleet_frame(plan: FleetPlan, *, run_id: str, created_at: dt.datetime) -> pd.
     df["run_id"] = run_id
     df["created_at"] = pd.Timestamp(created_at)
     df["status"] = plan.status
+    df["tie_break_status"] = plan.tie_break_status
     df["objective_value"] = plan.objective_value
     df["team_budget"] = plan.team_budget
     df["prices_snapshot"] = plan.prices_snapshot
