@@ -188,7 +188,7 @@ def plan_fleet(
         solved.variables,
         solved.rows,
         solved.bound,
-        solved.tie_break if has_plan else TIE_BREAK_NOT_RUN,
+        solved.tie_break,  # not_run where the program has no plan (no cost stage)
     )
 
 
