@@ -168,6 +168,9 @@ def test_a_nightly_killed_after_each_commit_step(tmp_path, jobs, n):
     assert main(nightly_argv(store, jobs, "2026-12-02", "--no-compact")) == 0
     assert commits_by_date(store)[date] == {seen}
     assert night_shape(store, date) == shape
+    for table in DATED:  # and so does the whole view (regression: it read none)
+        rows = whole(store, table).filter(f"{TABLES[table][0]} = '{date}'").df()
+        assert set(rows[COMMIT_ID]) == {seen} and len(rows) == shape[table], table
     # Compaction puts the winner's rows back in place once the killed commit is
     # older than the retention: plain readers then read what deepvm reads.
     assert main(["-q", "store", "compact", "--store", str(store), "--retain-hours", "0"]) == 0
@@ -384,4 +387,8 @@ def test_the_run_that_completes_last_holds_the_table_when_the_other_wrote_last(
     assert set(Store.open(tmp_path / "s").read("scaling")["run_id"]) == {"A"}
     plain = DeltaTable(tmp_path / "s" / "scaling").to_pandas()
     assert list(plain["run_id"]) == ["A", "A"]
+    # Regression: the whole view pinned the newest version the commits record (B's,
+    # which A's rewrite after its commit point superseded, recorded nowhere), and
+    # showed no rows of the date.
+    assert sorted(whole(tmp_path / "s", "scaling").df()["run_id"]) == ["A", "A"]
     assert_whole_for_plain_readers(tmp_path / "s", ["scaling"])

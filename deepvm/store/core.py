@@ -22,7 +22,7 @@ import datetime as dt
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -370,18 +370,73 @@ class Store:
             won.get(pair) == c
             for pair, c in zip(pairs, data.column(COMMIT_ID).to_pylist(), strict=True)
         ]
-        schema = table_schema(table)
-        parts = [conform(data.filter(pa.array(keep, pa.bool_())), schema)]
-        # A run killed after its write of this table and before its commit point
-        # replaced a winner's rows; a later commit's version pins past it. Those rows
-        # are read where the winner left them (compaction restores them in place).
-        shadowed = set(pairs) - {pair for pair, k in zip(pairs, keep, strict=True) if k}
+        parts = [conform(data.filter(pa.array(keep, pa.bool_())), table_schema(table))]
+        parts.extend(self._shadowed_rows(table, winners, pairs, keep))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _shadowed_rows(
+        self,
+        table: str,
+        winners: pd.DataFrame,
+        pairs: Sequence[tuple[str, str]],
+        held: Sequence[bool],
+    ) -> list[pa.Table]:
+        """The winners' rows of the (date, writer) pairs that the pinned version holds
+        only another commit's rows of (``pairs``: each pinned row's pair; ``held``:
+        whether that row is its pair's winner's), read at the version each winner
+        recorded. Two writes leave a winner's rows there only: a run killed after its
+        write and before its commit point, once a later commit's version pins past
+        it (compaction restores them in place); and a run of the same date at once
+        whose write landed after the winner's, which the winner writes over after
+        its own commit point (``_keep_winning``), in a version no commit records."""
+        shadowed = set(pairs) - {pair for pair, k in zip(pairs, held, strict=True) if k}
         lost = winners[
             [(d, w) in shadowed for d, w in zip(winners["date"], winners[WRITER], strict=True)]
         ]
-        for version, group in lost.groupby("table_version"):
-            parts.append(self._rows_at(table, int(version), group))
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        return [
+            self._rows_at(table, int(version), group)
+            for version, group in lost.groupby("table_version")
+        ]
+
+    def pinned(self, table: str) -> tuple[DeltaTable | None, pa.Table]:
+        """``table`` at the newest version the completed commits record for it (None:
+        no completed commit), and the rows of the newest completed commits that
+        version does not hold (read where those commits recorded them): a reader
+        that keeps the newest completed commit's rows per (date, writer) of the two
+        together (:func:`deepvm.store.sql.whole_rows_sql`) reads what
+        :meth:`rows` reads, without reading the pinned version's rows here."""
+        column = TABLES[table][0]
+        done = self.completed_commits()
+        versions = done.loc[done["table_name"] == table, "table_version"]
+        empty = table_schema(table).empty_table()
+        if not len(versions):
+            return None, empty
+        found = self.delta_table(table, int(versions.max()))
+        if found is None:
+            raise StoreError(
+                f"store {self.uri!r}: the commits table names table {table!r}, which is "
+                "missing: restore it, or run `deepvm store check`"
+            )
+        columns = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
+        keys = delta.call(
+            self.location,
+            f"reading table {table!r} of",
+            lambda: found.to_pyarrow_table(columns=columns),
+        )
+        winners = self.newest_commits(table)
+        won = dict(
+            zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
+        )
+        pairs = [
+            (d or "", w)
+            for d, w in zip(row_dates(keys, column), keys.column(WRITER).to_pylist(), strict=True)
+        ]
+        held = [
+            won.get(pair) == c
+            for pair, c in zip(pairs, keys.column(COMMIT_ID).to_pylist(), strict=True)
+        ]
+        parts = self._shadowed_rows(table, winners, pairs, held)
+        return found, pa.concat_tables(parts) if parts else empty
 
     def _rows_at(self, table: str, version: int, winners: pd.DataFrame) -> pa.Table:
         """The winners' rows of ``table`` as its ``version`` holds them."""

@@ -97,32 +97,34 @@ select t.* from {table} t join (
 
 
 def duckdb_relation(uri: Any, table: str, connection: Any = None) -> Any:
-    """A DuckDB relation of ``table``'s whole rows in the store at ``uri`` (needs the
-    duckdb package; reads the Delta tables as pyarrow datasets, so no DuckDB
-    extension is needed). As deepvm's readers do, it reads the commits table first
-    and ``table`` at the newest version recorded there: a commit that completes in
-    between cannot hide rows it superseded."""
+    """A DuckDB relation of ``table``'s whole rows in the store at ``uri``: the rows
+    deepvm's own reader reads (needs the duckdb package; reads the Delta tables as
+    pyarrow datasets, so no DuckDB extension is needed). As deepvm's readers do, it
+    reads the commits table first and ``table`` at the newest version recorded
+    there, so a commit that completes in between cannot hide rows it superseded;
+    the few newest commits' rows that version does not hold (a killed run's write
+    over them, or a concurrent run's that the winner wrote over later) are read
+    where those commits recorded them (``Store.pinned``)."""
     import duckdb
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+    import pyarrow as pa
 
     from deepvm.store.core import Store
 
-    location = Store.open(uri).location
+    store = Store.open(uri)
     con = connection or duckdb.connect()
-    commits = COMMITS_SCHEMA.empty_table()
-    found = DeltaTable.is_deltatable(location.table_uri(COMMITS), location.options)
-    if found:
-        commits = DeltaTable(location.table_uri(COMMITS), storage_options=location.options)
-        commits = commits.to_pyarrow_table()
+    # one read of the commits for both: the commits registered and the version pinned
+    done = store.completed_commits()
+    dates = done["date"].where(done["date"] != "", None)  # "": an undated table's
+    commits = pa.Table.from_pandas(done.assign(date=dates), preserve_index=False)
+    commits = commits.select(COMMITS_SCHEMA.names).cast(COMMITS_SCHEMA)
+    found, elsewhere = store.pinned(table)
     con.register(COMMITS, commits)
-    mine = commits.filter(pc.equal(commits["table_name"], table))["table_version"]
-    version = pc.max(mine).as_py() if len(mine) else None
-    if version is None:  # no completed commit: no rows
+    con.register("_deepvm_elsewhere", elsewhere)
+    if found is None:  # no completed commit: no rows
         con.register(table, table_schema(table).empty_table())
     else:
-        rows = DeltaTable(
-            location.table_uri(table), version=version, storage_options=location.options
-        )
-        con.register(table, rows.to_pyarrow_dataset())
+        con.register("_deepvm_pinned", found.to_pyarrow_dataset())
+        con.sql(
+            "select * from _deepvm_pinned union all by name select * from _deepvm_elsewhere"
+        ).create_view(table)
     return con.sql(whole_rows_sql(table))
