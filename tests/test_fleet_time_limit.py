@@ -16,6 +16,7 @@ import random
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from deepvm.base.config import JobSpec
 from deepvm.cli import main
@@ -218,3 +219,49 @@ def test_the_cli_says_when_only_the_tie_break_is_unproven(tmp_path, capsys, monk
     assert (out["status"], out["tie_break_status"]) == ("optimal", "limit_with_incumbent")
     assert "proving the plan's value" in captured.err
     assert "may cost less" in captured.err and "raise --time-limit" in captured.err
+
+
+def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
+    """The value's proof over the face (every plan better than the known one is over
+    its columns) proves a bound as it goes: stopped after its root, the bound the
+    program reports is that one, between the optimum and the relaxation's (which
+    it reported before). The stop is counted in HiGHS's interrupt polls, not in
+    seconds."""
+    from deepvm.planner.fleet import _relaxation
+
+    rng = np.random.default_rng(0)
+    classes, per = 30, 20
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
+    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
+    cost = rng.uniform(0.1, 1.0, classes * per)
+    owner = np.repeat(np.arange(classes), per)
+    args = (weight, cost, owner, usage, np.array([100.0, 90.0, 110.0, 95.0]), 60)
+    best = fleet_program.solve(*args)
+    assert best.status == "optimal"
+
+    relaxed: list[float] = []
+    real_relax = _relaxation.relax
+
+    def relax(*a, **k):  # type: ignore[no-untyped-def]
+        lp = real_relax(*a, **k)
+        relaxed.append(lp.bound)
+        return lp
+
+    searches: list[str] = []
+    real_mip = fleet_model.solve_integer
+
+    def mip(objective, maximise, *a, **k):  # type: ignore[no-untyped-def]
+        if maximise:
+            searches.append("value")
+        if len(searches) == 2 and maximise:  # the proof: stopped after 20 polls
+            polls = iter(range(1, 10**9))
+            k["deadline"] = highs.Deadline(20, lambda: next(polls))
+        return real_mip(objective, maximise, *a, **k)
+
+    monkeypatch.setattr(_relaxation, "relax", relax)
+    monkeypatch.setattr(fleet_model, "solve_integer", mip)
+    stopped = fleet_program.solve(*args)
+    assert searches == ["value", "value"]  # the first search, then the stopped proof
+    assert stopped.status == "limit_with_incumbent"
+    assert stopped.objective <= best.objective + 1e-9
+    assert best.objective - 1e-6 <= stopped.bound < relaxed[0] - 1e-3

@@ -93,6 +93,9 @@ class Solution:
     objective: float
     row_duals: FloatArray  # LP only: per row (HiGHS: >= 0 for a binding <= row when maximising)
     seconds: float
+    # MIP only: the best bound proven on the objective of any x better than the
+    # cutoff (HiGHS's dual bound, in the objective's own sense); nan where none
+    bound: float = math.nan
 
 
 # HiGHS's presolve rules left out where ``solve`` is asked for no probing: probing
@@ -179,8 +182,11 @@ def solve(
         status = LIMIT_WITH_INCUMBENT if has_plan else LIMIT_NO_INCUMBENT
     else:
         status = ERROR
+    # a stopped search still proves its bound (kept where the root's LP was solved)
+    bound = float(info.mip_dual_bound) if integer else math.nan
+    bound = bound if math.isfinite(bound) else math.nan
     if not has_plan:
-        return Solution(status, np.zeros(0), math.nan, np.zeros(0), seconds)
+        return Solution(status, np.zeros(0), math.nan, np.zeros(0), seconds, bound)
     solution = h.getSolution()
     duals = np.asarray(solution.row_dual, dtype=float) if not integer else np.zeros(0)
     return Solution(
@@ -189,6 +195,7 @@ def solve(
         float(info.objective_function_value),
         duals,
         seconds,
+        bound,
     )
 
 

@@ -12,6 +12,7 @@ neither)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,9 @@ class Outcome:
     status: str
     values: FloatArray  # per column; empty unless a solution exists
     compile_s: float  # cvxpy's share: stating and compiling the problem
+    # the best bound proven on the objective of any plan better than the cutoff, in
+    # the objective's own sense (an upper bound when maximising); nan where none
+    bound: float = math.nan
 
 
 def solve_integer(
@@ -158,7 +162,8 @@ def solve_integer(
         sub_mips=sub_mips,
         relative_gap=relative_gap,
     )
-    return Outcome(out.status, out.values, compile_s)
+    # cvxpy states a maximisation as the minimisation of its negation
+    return Outcome(out.status, out.values, compile_s, -out.bound if maximise else out.bound)
 
 
 def least_cost_relaxation(
