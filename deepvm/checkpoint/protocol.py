@@ -38,6 +38,7 @@ __all__ = [
     "ENV_LOCAL_DIR",
     "ENV_TIERS",
     "ENV_TOKEN",
+    "MEMORY_DIR",
     "SHA_HEADER",
     "STEP_HEADER",
     "auth_headers",
@@ -55,6 +56,9 @@ ENV_TOKEN = "DEEPVM_CHECKPOINT_TOKEN"
 # Where a client writes when no tier answers (and reads from when resuming).
 ENV_LOCAL_DIR = "DEEPVM_CHECKPOINT_DIR"
 DEFAULT_LOCAL_DIR = "deepvm-checkpoints"
+# Where a tier node keeps its versions by default: the node's memory (`deepvm
+# checkpoint serve --dir`, and the folder `deepvm launch`'s tier task serves).
+MEMORY_DIR = "/dev/shm/deepvm-checkpoints"
 
 
 def versions_per_tier(versions: int, tiers: int) -> int:

@@ -12,13 +12,12 @@ from typing import Any
 
 from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS
 from deepvm.base.errors import DeepvmError
-from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN
+from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN, MEMORY_DIR
 from deepvm.cli._arguments import number
 from deepvm.cli._output import progress
 
 __all__ = ["CAPACITY_FRACTION", "MEMORY_DIR", "add_parsers", "cmd_checkpoint", "private_address"]
 
-MEMORY_DIR = "/dev/shm/deepvm-checkpoints"
 # The share of the folder's free space the tier may fill (the planner sizes a
 # remote node's memory the same way: docs/ARCHITECTURE.md, "Architectures").
 CAPACITY_FRACTION = 0.8

@@ -42,6 +42,7 @@ from deepvm.checkpoint.protocol import (
     DEFAULT_PORT,
     ENV_TIERS,
     ENV_TOKEN,
+    MEMORY_DIR,
     versions_per_tier,
 )
 from deepvm.model.cluster import cluster_words
@@ -67,7 +68,6 @@ REMOTE_WHEEL_DIR = "/tmp/deepvm-dist"  # where a node finds the uploaded wheel
 # sizes the remote tier with (deepvm.planner.offers.REMOTE_MEMORY_FRACTION).
 TIER_MEMORY_SHARE = 0.8
 ANCHOR_DIR = "$HOME/deepvm-checkpoints"
-MEMORY_DIR = "/dev/shm/deepvm-checkpoints"
 
 
 @dataclass(frozen=True)
