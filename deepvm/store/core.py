@@ -305,16 +305,13 @@ class Store:
         their writer's."""
         column = TABLES[table][0]
         wanted = None if partitions is None or column is None else {*partitions}
-        done = self.completed_commits()
-        versions = done.loc[done["table_name"] == table, "table_version"]
-        pin = versions.max() if len(versions) else None
         winners = self.newest_commits(table)
         if wanted is not None:
             winners = winners[winners["date"].isin(wanted)]
         staged = self._staged(table, wanted)
         result = table_schema(table).empty_table()
-        if not winners.empty and pin is not None:
-            result = self._read_winners(table, int(pin), winners, wanted)
+        if not winners.empty:
+            result = self._read_winners(table, winners, wanted)
         if staged:
             mine = {(k[1] or "", k[2]) for k in staged}
             if result.num_rows and mine:
@@ -328,6 +325,42 @@ class Store:
             result = pa.concat_tables([result, *staged.values()])
         return result
 
+    def pinned(self, table: str) -> tuple[DeltaTable | None, pa.Table]:
+        """``table`` at the newest version the completed commits record for it (None:
+        no completed commit), and the rows of the newest completed commits that
+        version does not hold (read where those commits recorded them): a reader
+        that keeps the newest completed commit's rows per (date, writer) of the two
+        together (:func:`deepvm.store.sql.whole_rows_sql`) reads what
+        :meth:`rows` reads, without reading the pinned version's rows here."""
+        column = TABLES[table][0]
+        found = self._pinned_version(table)
+        if found is None:
+            return None, table_schema(table).empty_table()
+        columns = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
+        keys = delta.call(
+            self.location,
+            f"reading table {table!r} of",
+            lambda: found.to_pyarrow_table(columns=columns),
+        )
+        winners = self.newest_commits(table)
+        pairs, held = _held(keys, column, winners)
+        parts = self._shadowed_rows(table, winners, pairs, held)
+        return found, pa.concat_tables(parts) if parts else table_schema(table).empty_table()
+
+    def _pinned_version(self, table: str) -> DeltaTable | None:
+        """``table`` at the newest version the completed commits record (None: none)."""
+        done = self.completed_commits()
+        versions = done.loc[done["table_name"] == table, "table_version"]
+        if not len(versions):
+            return None
+        found = self.delta_table(table, int(versions.max()))
+        if found is None:
+            raise StoreError(
+                f"store {self.uri!r}: the commits table names table {table!r}, which is "
+                "missing: restore it, or run `deepvm store check`"
+            )
+        return found
+
     def _staged(self, table: str, wanted: set[str] | None) -> dict[Key, pa.Table]:
         if self._tx is None:
             return {}
@@ -337,16 +370,11 @@ class Store:
             if k[0] == table and (wanted is None or k[1] in wanted)
         }
 
-    def _read_winners(
-        self, table: str, pin: int, winners: pd.DataFrame, wanted: set[str] | None
-    ) -> pa.Table:
+    def _read_winners(self, table: str, winners: pd.DataFrame, wanted: set[str] | None) -> pa.Table:
         column = TABLES[table][0]
-        found = self.delta_table(table, pin)
+        found = self._pinned_version(table)
         if found is None:
-            raise StoreError(
-                f"store {self.uri!r}: the commits table names table {table!r}, which is "
-                "missing: restore it, or run `deepvm store check`"
-            )
+            return table_schema(table).empty_table()
         filters = None
         if column is not None and wanted is not None:
             months = sorted({d[:7] for d in wanted})
@@ -359,17 +387,7 @@ class Store:
             f"reading table {table!r} of",
             lambda: found.to_pyarrow_table(filters=filters),
         )
-        won = dict(
-            zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
-        )
-        pairs = [
-            (d or "", w)
-            for d, w in zip(row_dates(data, column), data.column(WRITER).to_pylist(), strict=True)
-        ]
-        keep = [
-            won.get(pair) == c
-            for pair, c in zip(pairs, data.column(COMMIT_ID).to_pylist(), strict=True)
-        ]
+        pairs, keep = _held(data, column, winners)
         parts = [conform(data.filter(pa.array(keep, pa.bool_())), table_schema(table))]
         parts.extend(self._shadowed_rows(table, winners, pairs, keep))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -397,46 +415,6 @@ class Store:
             self._rows_at(table, int(version), group)
             for version, group in lost.groupby("table_version")
         ]
-
-    def pinned(self, table: str) -> tuple[DeltaTable | None, pa.Table]:
-        """``table`` at the newest version the completed commits record for it (None:
-        no completed commit), and the rows of the newest completed commits that
-        version does not hold (read where those commits recorded them): a reader
-        that keeps the newest completed commit's rows per (date, writer) of the two
-        together (:func:`deepvm.store.sql.whole_rows_sql`) reads what
-        :meth:`rows` reads, without reading the pinned version's rows here."""
-        column = TABLES[table][0]
-        done = self.completed_commits()
-        versions = done.loc[done["table_name"] == table, "table_version"]
-        empty = table_schema(table).empty_table()
-        if not len(versions):
-            return None, empty
-        found = self.delta_table(table, int(versions.max()))
-        if found is None:
-            raise StoreError(
-                f"store {self.uri!r}: the commits table names table {table!r}, which is "
-                "missing: restore it, or run `deepvm store check`"
-            )
-        columns = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
-        keys = delta.call(
-            self.location,
-            f"reading table {table!r} of",
-            lambda: found.to_pyarrow_table(columns=columns),
-        )
-        winners = self.newest_commits(table)
-        won = dict(
-            zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
-        )
-        pairs = [
-            (d or "", w)
-            for d, w in zip(row_dates(keys, column), keys.column(WRITER).to_pylist(), strict=True)
-        ]
-        held = [
-            won.get(pair) == c
-            for pair, c in zip(pairs, keys.column(COMMIT_ID).to_pylist(), strict=True)
-        ]
-        parts = self._shadowed_rows(table, winners, pairs, held)
-        return found, pa.concat_tables(parts) if parts else empty
 
     def _rows_at(self, table: str, version: int, winners: pd.DataFrame) -> pa.Table:
         """The winners' rows of ``table`` as its ``version`` holds them."""
@@ -475,6 +453,25 @@ class Store:
         if column is not None and not len(out):
             out[column] = pd.Series(dtype="object")
         return out
+
+
+def _held(
+    data: pa.Table, column: str | None, winners: pd.DataFrame
+) -> tuple[list[tuple[str, str]], list[bool]]:
+    """Each row's (date, writer) pair, and whether the row is that pair's newest
+    completed commit's (``winners``)."""
+    won = dict(
+        zip(zip(winners["date"], winners[WRITER], strict=True), winners[COMMIT_ID], strict=True)
+    )
+    pairs = [
+        (d or "", w)
+        for d, w in zip(row_dates(data, column), data.column(WRITER).to_pylist(), strict=True)
+    ]
+    held = [
+        won.get(pair) == c
+        for pair, c in zip(pairs, data.column(COMMIT_ID).to_pylist(), strict=True)
+    ]
+    return pairs, held
 
 
 StoreLike = str | os.PathLike[str] | Store
