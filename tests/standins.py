@@ -3,7 +3,8 @@ records its call (argv, and for ``sky launch`` the task and the secrets it got)
 in ``calls.jsonl`` and answers as the real tool does. ``sky launch`` runs the
 task's ``run`` script for real, once per node, each node on its own loopback
 address (127.0.0.N) with SkyPilot's variables set (SKYPILOT_NODE_IPS, _RANK,
-_NUM_NODES), so a tier task really serves and a workers task really starts
+_NUM_NODES) and its own home and memory folder (``/dev/shm`` in the script is
+the node's ``shm`` folder), so a tier task really serves and a workers task really starts
 torchrun (the stand-in one, unless a test keeps the real torchrun). ``sky down``
 kills a cluster's processes.
 
@@ -105,7 +106,10 @@ if command == "launch":
             env.update(SKYPILOT_NODE_IPS="\n".join(info["ips"]), SKYPILOT_NODE_RANK=str(rank),
                        SKYPILOT_NUM_NODES=str(len(info["ips"])))
             log = open(os.path.join(home, "run.log"), "ab")
-            job = subprocess.Popen(["bash", "-c", task["run"]], env=env, cwd=home,
+            # each node's memory is its own, as on real nodes: not this machine's
+            # /dev/shm, which every node here (and any other test run) would share
+            run = task["run"].replace("/dev/shm", os.path.join(home, "shm"))
+            job = subprocess.Popen(["bash", "-c", run], env=env, cwd=home,
                                    stdout=log, stderr=log, start_new_session=True)
             info["pids"].append(job.pid)
     state["up"][cluster] = info

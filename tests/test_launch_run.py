@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -37,8 +36,6 @@ def stand_ins(tmp_path: Path, monkeypatch, *, torchrun: bool) -> Iterator[Path]:
         monkeypatch.delenv(name, raising=False)
     yield state
     standins.stop_all(state)
-    for manifest in (tmp_path / "home" / "launches").glob("*/manifest.json"):
-        shutil.rmtree(f"/dev/shm/deepvm-checkpoints/{manifest.parent.name}", ignore_errors=True)
 
 
 @pytest.fixture
