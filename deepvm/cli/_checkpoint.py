@@ -16,7 +16,7 @@ from deepvm.checkpoint.protocol import DEFAULT_PORT, ENV_TOKEN, MEMORY_DIR
 from deepvm.cli._arguments import number
 from deepvm.cli._output import progress
 
-__all__ = ["CAPACITY_FRACTION", "MEMORY_DIR", "add_parsers", "cmd_checkpoint", "private_address"]
+__all__ = ["CAPACITY_FRACTION", "add_parsers", "cmd_checkpoint", "private_address"]
 
 # The share of the folder's free space the tier may fill (the planner sizes a
 # remote node's memory the same way: docs/ARCHITECTURE.md, "Architectures").

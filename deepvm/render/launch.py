@@ -49,7 +49,6 @@ from deepvm.model.cluster import cluster_words
 
 __all__ = [
     "ANCHOR_DIR",
-    "MEMORY_DIR",
     "RDZV_PORT",
     "REMOTE_WHEEL_DIR",
     "TIER_MEMORY_SHARE",
