@@ -332,10 +332,10 @@ class Store:
         that keeps the newest completed commit's rows per (date, writer) of the two
         together (:func:`deepvm.store.sql.whole_rows_sql`) reads what
         :meth:`rows` reads, without reading the pinned version's rows here."""
-        column = TABLES[table][0]
+        column, empty = TABLES[table][0], table_schema(table).empty_table()
         found = self._pinned_version(table)
         if found is None:
-            return None, table_schema(table).empty_table()
+            return None, empty
         columns = [c for c in (column, WRITER, COMMIT_ID) if c is not None]
         keys = delta.call(
             self.location,
@@ -345,7 +345,7 @@ class Store:
         winners = self.newest_commits(table)
         pairs, held = _held(keys, column, winners)
         parts = self._shadowed_rows(table, winners, pairs, held)
-        return found, pa.concat_tables(parts) if parts else table_schema(table).empty_table()
+        return found, pa.concat_tables(parts) if parts else empty
 
     def _pinned_version(self, table: str) -> DeltaTable | None:
         """``table`` at the newest version the completed commits record (None: none)."""
@@ -373,8 +373,7 @@ class Store:
     def _read_winners(self, table: str, winners: pd.DataFrame, wanted: set[str] | None) -> pa.Table:
         column = TABLES[table][0]
         found = self._pinned_version(table)
-        if found is None:
-            return table_schema(table).empty_table()
+        assert found is not None  # ``winners`` are completed commits: they pin a version
         filters = None
         if column is not None and wanted is not None:
             months = sorted({d[:7] for d in wanted})
@@ -387,9 +386,9 @@ class Store:
             f"reading table {table!r} of",
             lambda: found.to_pyarrow_table(filters=filters),
         )
-        pairs, keep = _held(data, column, winners)
-        parts = [conform(data.filter(pa.array(keep, pa.bool_())), table_schema(table))]
-        parts.extend(self._shadowed_rows(table, winners, pairs, keep))
+        pairs, held = _held(data, column, winners)
+        parts = [conform(data.filter(pa.array(held, pa.bool_())), table_schema(table))]
+        parts.extend(self._shadowed_rows(table, winners, pairs, held))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def _shadowed_rows(
