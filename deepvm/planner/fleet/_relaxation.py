@@ -45,6 +45,14 @@ class Relaxation:
 
 
 @dataclass(frozen=True)
+class Stopped:
+    """The deadline passed before the relaxation's optimum: its last LP point over
+    every column (zeros where no LP was solved), to round a plan from, and no bound."""
+
+    x_all: FloatArray
+
+
+@dataclass(frozen=True)
 class _Mir:
     """A mixed-integer rounding cut of resource row ``row`` scaled by ``delta``:
     sum_k F(a_k / delta) x_k <= floor(b / delta), F(d) = floor(d) + max(0, frac(d) -
@@ -61,8 +69,8 @@ class _Mir:
         return whole + np.maximum(0.0, d - whole - self.f) / (1.0 - self.f)
 
 
-def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relaxation | None:
-    """The LP relaxation with MIR cuts, by column generation; None if the
+def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relaxation | Stopped:
+    """The LP relaxation with MIR cuts, by column generation; ``Stopped`` if the
     deadline passed first."""
     weight, owner, count = program.weight, program.owner, program.count
     resources, capacity = program.resources, program.capacity
@@ -99,7 +107,11 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
         while True:  # columns until none prices out
             status, x, duals, _z = lp.solve(deadline)
             if status != OPTIMAL:
-                return None
+                return Stopped(x_all)
+            # The restricted LP's point (each of its plans is one of the program's): a
+            # better place to round from than none, should the deadline come next.
+            x_all = np.zeros(size)
+            x_all[np.array(order)] = x
             on_class, on_shared = duals[:classes], duals[classes : classes + shared]
             reduced = weight - on_class[owner] - resources.T @ on_shared
             if cuts:
@@ -108,8 +120,6 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
             if not len(adding):
                 break
             add(adding)
-        x_all = np.zeros(size)
-        x_all[np.array(order)] = x
         # The dual bound (at least z, the same at an optimum).
         dual_bound = float(np.concatenate(
             [count, capacity, [c.rhs for c in cuts]]) @ duals)  # fmt: skip
@@ -183,4 +193,4 @@ def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:
     return out
 
 
-__all__ = ["Relaxation", "entering", "first_columns", "relax"]
+__all__ = ["Relaxation", "Stopped", "entering", "first_columns", "relax"]
