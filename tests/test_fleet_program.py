@@ -261,3 +261,36 @@ def test_the_face_narrows_after_a_proven_first_search_else_before_the_cost_stage
             assert names == ["value", "face", "value", "cost"]
             (_, ours), (_, found), (_, proof), (_, cost) = steps
             assert found > 0 and proof == cost == ours + found  # and the proof's
+
+
+def test_the_greedy_plan_keeps_every_limit_and_leaves_no_room_it_could_use():
+    """The plan before any solve (deepvm.planner.fleet._rounding.greedy_plan), on
+    random programs with keys of no capacity: within every limit and class count,
+    and where a class has a job left, none of its clusters fits in what is left
+    (each class here has no more clusters than the greedy plan tries)."""
+    from deepvm.planner.fleet._arrays import ProgramArrays
+    from deepvm.planner.fleet._rounding import DENSEST, Rounding, greedy_plan
+
+    rng = np.random.default_rng(5)
+    planned = 0
+    for _ in range(40):
+        classes, keys = int(rng.integers(2, 7)), int(rng.integers(1, 5))
+        owner = np.sort(np.concatenate(
+            [np.arange(classes), rng.integers(0, classes, size=int(rng.integers(0, 3 * classes)))]
+        ))  # fmt: skip
+        if np.bincount(owner).max() > DENSEST:
+            continue
+        count = rng.integers(1, 4, size=classes).astype(float)
+        weight = rng.uniform(0.2, 2.0, len(owner))
+        usage = rng.integers(0, 9, size=(keys, len(owner))).astype(float)
+        usage[rng.random(usage.shape) < 0.4] = 0.0
+        capacity = rng.integers(0, 20, size=keys).astype(float)  # some 0: no quota
+        program = ProgramArrays(weight, owner, count, sp.csc_matrix(usage), capacity)
+        plan = greedy_plan(Rounding(program))
+        assert program.holds(plan)
+        left = capacity - usage[:, plan].sum(axis=1)
+        taken = np.bincount(owner[plan], minlength=classes)
+        for k in np.flatnonzero(taken[owner] < count[owner]):
+            assert not (usage[:, k] <= left + 1e-9).all(), (k, plan)
+        planned += len(plan)
+    assert planned > 20  # the checks covered plans, not empty ones

@@ -110,10 +110,12 @@ def greedy_plan(state: Rounding) -> np.ndarray:
     the optimum's value, against 80-83 % this way)."""
     p = state.program
     resources, capacity = p.resources, p.capacity
-    share = np.asarray(resources.T @ (1.0 / np.maximum(capacity, 1e-300))).ravel()
+    open_ = capacity > 0
+    per_unit = np.divide(1.0, capacity, out=np.zeros(len(capacity)), where=open_)
+    share = np.asarray(resources.T @ per_unit).ravel()
     # Where a limit is 0 (no quota there), a column using it can never fit.
-    blocked = np.asarray(resources.T @ (capacity <= 0).astype(float)).ravel() > 0
-    density = p.weight / np.maximum(share, 1e-300)
+    blocked = np.asarray(resources.T @ (~open_).astype(float)).ravel() > 0
+    density = np.divide(p.weight, share, out=np.full(len(share), np.inf), where=share > 0)
     usable = (p.weight > 0) & ~blocked
     candidates = np.flatnonzero(usable)
     by_class = candidates[np.lexsort((-density[candidates], p.owner[candidates]))]
