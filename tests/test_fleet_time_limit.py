@@ -221,6 +221,17 @@ def test_the_cli_says_when_only_the_tie_break_is_unproven(tmp_path, capsys, monk
     assert "may cost less" in captured.err and "raise --time-limit" in captured.err
 
 
+def random_program(seed: int = 0) -> tuple:
+    """30 classes of 20 clusters each over 4 quotas that hold about a third of them."""
+    rng = np.random.default_rng(seed)
+    classes, per = 30, 20
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
+    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
+    cost = rng.uniform(0.1, 1.0, classes * per)
+    owner = np.repeat(np.arange(classes), per)
+    return weight, cost, owner, usage, np.array([100.0, 90.0, 110.0, 95.0])
+
+
 def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
     """The value's proof over the face (every plan better than the known one is over
     its columns) proves a bound as it goes: stopped after its root, the bound the
@@ -229,13 +240,7 @@ def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
     seconds."""
     from deepvm.planner.fleet import _relaxation
 
-    rng = np.random.default_rng(0)
-    classes, per = 30, 20
-    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
-    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
-    cost = rng.uniform(0.1, 1.0, classes * per)
-    owner = np.repeat(np.arange(classes), per)
-    args = (weight, cost, owner, usage, np.array([100.0, 90.0, 110.0, 95.0]), 60)
+    args = (*random_program(), 60)
     best = fleet_program.solve(*args)
     assert best.status == "optimal"
 
@@ -267,17 +272,6 @@ def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
     assert best.objective - 1e-6 <= stopped.bound < relaxed[0] - 1e-3
 
 
-def random_program(seed: int = 0) -> tuple:
-    """30 classes of 20 clusters each over 4 quotas that hold about a third of them."""
-    rng = np.random.default_rng(seed)
-    classes, per = 30, 20
-    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
-    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
-    cost = rng.uniform(0.1, 1.0, classes * per)
-    owner = np.repeat(np.arange(classes), per)
-    return weight, cost, owner, usage, np.array([100.0, 90.0, 110.0, 95.0])
-
-
 def stopped_at_lp(monkeypatch, solve: int) -> highs.Deadline:
     """A deadline that passes as the relaxation's ``solve``-th LP starts."""
     clock = StageClock()
@@ -296,8 +290,9 @@ def stopped_at_lp(monkeypatch, solve: int) -> highs.Deadline:
 def test_the_plan_before_any_solve_packs_clusters_by_value_per_share_of_a_quota(monkeypatch):
     """Stopped before the relaxation's first LP, the plan is the one made without a
     solver. Each job's most valuable cluster takes the whole quota here; four
-    smaller ones fit. It took the large one for the first job and nothing for the
-    others (1.0: at 1,000 jobs over three clouds, 23-29 % of the optimum)."""
+    smaller ones fit. Before, that plan took the large one for the first job and
+    nothing for the others (1.0; at 1,000 jobs over three clouds, 23-29 % of the
+    optimum)."""
     weight = np.array([1.0, 0.8] * 4)
     owner = np.repeat(np.arange(4), 2)
     usage = sp.csr_matrix(np.array([[4.0, 1.0] * 4]))

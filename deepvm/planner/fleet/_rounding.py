@@ -105,9 +105,10 @@ def rounded_plan(state: Rounding, x: FloatArray) -> np.ndarray:
 def greedy_plan(state: Rounding) -> np.ndarray:
     """The plan before any solve (module docstring). Why by value per share of the
     limits, not each class's most valuable first: a job's most valuable cluster is
-    often a large one, and at 1,000 jobs over three clouds those took the quotas
-    for a few jobs (the saved 1,000-job programs, benchmarks/fleet.py: 23-29 % of
-    the optimum's value, against 80-83 % this way)."""
+    often a large one, and at 1,000 jobs over three clouds those filled the quotas
+    and the jobs after them took the small clusters left, or none (the saved
+    1,000-job programs, benchmarks/fleet.py: 23-29 % of the optimum's value,
+    against 80-83 % this way)."""
     p = state.program
     resources, capacity = p.resources, p.capacity
     open_ = capacity > 0
