@@ -14,9 +14,18 @@ import numpy as np
 
 from deepvm.planner.offers import FloatArray
 
-__all__ = ["TOLERANCE", "ProgramArrays"]
+__all__ = ["TOLERANCE", "ProgramArrays", "best_per_class"]
 
 TOLERANCE = 1e-9  # relative: a limit this close to full still holds
+
+
+def best_per_class(score: FloatArray, owner: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
+    """Of the columns ``among``, each class's ``k`` of highest ``score`` (ties: the
+    lower column), ascending."""
+    order = among[np.lexsort((-score[among], owner[among]))]
+    groups = owner[order]
+    rank = np.arange(len(order)) - np.searchsorted(groups, groups, side="left")
+    return np.sort(order[rank < k])
 
 
 @dataclass(frozen=True)

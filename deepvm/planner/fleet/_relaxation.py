@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from deepvm.planner import _highs as highs
 from deepvm.planner._highs import OPTIMAL, Deadline
-from deepvm.planner.fleet._arrays import ProgramArrays
+from deepvm.planner.fleet._arrays import ProgramArrays, best_per_class
 from deepvm.planner.offers import FloatArray
 
 # Column generation: per class and round, the columns of largest reduced cost added.
@@ -146,22 +146,15 @@ def relax(program: ProgramArrays, plan: np.ndarray, deadline: Deadline) -> Relax
 
 def first_columns(weight: FloatArray, owner: np.ndarray, plan: np.ndarray) -> np.ndarray:
     """The relaxation's first columns: each class's few most valuable, and the plan's."""
-    order = np.lexsort((-weight, owner))
-    starts = np.searchsorted(owner[order], owner[order], side="left")
-    rank = np.arange(len(order)) - starts
-    return np.union1d(order[rank < COLUMNS_PER_ROUND], plan).astype(np.int64)
+    best = best_per_class(weight, owner, np.arange(len(weight)), COLUMNS_PER_ROUND)
+    return np.union1d(best, plan).astype(np.int64)
 
 
 def entering(reduced: FloatArray, owner: np.ndarray, in_model: np.ndarray) -> np.ndarray:
     """Per class, up to COLUMNS_PER_ROUND columns outside the model that price out."""
     out = np.flatnonzero((reduced > 1e-9 * max(1.0, float(np.abs(reduced).max(initial=0.0))))
                          & ~in_model)  # fmt: skip
-    if not len(out):
-        return out
-    order = out[np.lexsort((-reduced[out], owner[out]))]
-    groups = owner[order]
-    rank = np.arange(len(order)) - np.searchsorted(groups, groups, side="left")
-    return np.sort(order[rank < COLUMNS_PER_ROUND])
+    return best_per_class(reduced, owner, out, COLUMNS_PER_ROUND)
 
 
 def _mir_cuts(rows: Any, capacity: FloatArray, x: FloatArray) -> list[_Mir]:

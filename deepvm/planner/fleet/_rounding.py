@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from deepvm.planner.fleet._arrays import TOLERANCE, ProgramArrays
+from deepvm.planner.fleet._arrays import TOLERANCE, ProgramArrays, best_per_class
 from deepvm.planner.offers import FloatArray
 
 __all__ = ["DENSEST", "PASSES", "Rounding", "fits_each", "greedy_plan", "rounded_plan"]
@@ -118,12 +118,8 @@ def greedy_plan(state: Rounding) -> np.ndarray:
     blocked = np.asarray(resources.T @ (~open_).astype(float)).ravel() > 0
     density = np.divide(p.weight, share, out=np.full(len(share), np.inf), where=share > 0)
     usable = (p.weight > 0) & ~blocked
-    candidates = np.flatnonzero(usable)
-    by_class = candidates[np.lexsort((-density[candidates], p.owner[candidates]))]
-    groups = p.owner[by_class]
-    rank = np.arange(len(by_class)) - np.searchsorted(groups, groups, side="left")
-    tried = by_class[rank < DENSEST]
-    tried = tried[np.argsort(-density[tried], kind="stable")]
+    tried = best_per_class(density, p.owner, np.flatnonzero(usable), DENSEST)
+    tried = tried[np.lexsort((p.owner[tried], -density[tried]))]  # densest first
     left = capacity.astype(float).copy()
     slack = TOLERANCE * np.maximum(np.abs(capacity), 1.0)
     slots = np.asarray(p.count, dtype=float).copy()
