@@ -320,3 +320,65 @@ def test_a_deadline_within_the_relaxation_rounds_a_plan_from_its_last_lp(monkeyp
     assert stopped.status == "limit_with_incumbent"
     assert arrays.holds(stopped.picked)
     assert without_solver + 0.5 < stopped.objective <= best.objective + 1e-9
+
+
+def counting_deadline(reads: int) -> highs.Deadline:
+    """A deadline that passes at the ``reads``-th look at its clock."""
+    looks = iter(range(10**9))
+    return highs.Deadline(reads, lambda: next(looks))
+
+
+def large_program() -> tuple:
+    """300 classes of 20 clusters each over 4 quotas that hold a fraction of them."""
+    rng = np.random.default_rng(3)
+    classes, per = 300, 20
+    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
+    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
+    owner = np.repeat(np.arange(classes), per)
+    return weight, rng.uniform(0.1, 1.0, classes * per), owner, usage, np.full(4, 900.0)
+
+
+def test_a_deadline_past_within_the_plan_before_any_solve_starts_no_relaxation(monkeypatch):
+    """The greedy plan is made whole whatever the time (it is the plan there always
+    is), but the second plan made without a solver and the relaxation look at the
+    deadline: passed within that second plan, the solve returns the greedy plan
+    without starting the relaxation (which, stopped at once, rounded the second
+    plan again). Before, both plans were finished and the relaxation begun
+    whatever the deadline said (at 1,000 distinct jobs, 0.7 s of CPU past it). The
+    stop is counted in looks at the clock, not seconds."""
+    from deepvm.planner.fleet import _relaxation
+    from deepvm.planner.fleet._arrays import ProgramArrays
+    from deepvm.planner.fleet._rounding import Rounding, greedy_plan
+
+    weight, cost, owner, usage, capacity = large_program()
+    arrays = ProgramArrays(weight, owner, np.ones(300), usage.tocsc(), capacity)
+    relaxed: list[int] = []
+    real_relax = _relaxation.relax
+    monkeypatch.setattr(
+        _relaxation, "relax", lambda *a, **k: relaxed.append(1) or real_relax(*a, **k)
+    )
+    fleet_program.solve(weight, cost, owner, usage, capacity, counting_deadline(10**6))
+    assert relaxed == [1]
+    relaxed.clear()
+    # Its clock read when made, then once per class in the second plan: passed there.
+    stopped = fleet_program.solve(weight, cost, owner, usage, capacity, counting_deadline(3))
+    assert relaxed == []
+    assert stopped.status == "limit_with_incumbent"
+    assert arrays.holds(stopped.picked)
+    assert stopped.objective >= arrays.value(greedy_plan(Rounding(arrays))) > 0
+
+
+@pytest.mark.parametrize("reads", [1, 2, 5, 9, 17, 40, 80])
+def test_a_plan_rounded_before_the_deadline_holds_wherever_it_stops(reads):
+    """Every step of the rounded plan keeps it feasible, so stopped at any point it
+    is a smaller plan, never one that breaks a quota or takes a job twice."""
+    from deepvm.planner.fleet._arrays import ProgramArrays
+    from deepvm.planner.fleet._rounding import Rounding, rounded_plan
+
+    weight, _cost, owner, usage, capacity = large_program()
+    arrays = ProgramArrays(weight, owner, np.ones(300), usage.tocsc(), capacity)
+    whole = rounded_plan(Rounding(arrays), np.zeros(len(weight)))
+    stopped = rounded_plan(Rounding(arrays), np.zeros(len(weight)), counting_deadline(reads))
+    assert len(stopped) <= len(whole)
+    assert arrays.holds(stopped)
+    assert np.bincount(owner[stopped], minlength=300).max(initial=0) <= 1

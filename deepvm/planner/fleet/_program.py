@@ -120,13 +120,21 @@ def solve(
     program = _Program(arrays, cost, deadline)
     stages: dict[str, float] = {}
     began = time.perf_counter()
-    # 1. A plan before any solve; its bound: each class's best alone.
-    valuable = rounded_plan(program.rounding, np.zeros(size))  # each class's best that fits
-    plan = arrays.better(valuable, greedy_plan(program.rounding))
+    # 1. A plan before any solve; its bound: each class's best alone. The greedy plan
+    # is made whole whatever the time (the plan there always is); past the deadline
+    # the second plan stops and no relaxation starts (at 1,000 distinct jobs, that
+    # plan took 0.2 s, and the relaxation, stopped at once, 0.5 s more to round it
+    # again).
     best_alone = np.zeros(classes)
     np.maximum.at(best_alone, owner, np.maximum(weight, 0.0))
     bound = float(best_alone @ count)
+    greedy = greedy_plan(program.rounding)
+    # each class's best that fits
+    valuable = rounded_plan(program.rounding, np.zeros(size), deadline)
+    plan = arrays.better(valuable, greedy)
     stages["rounding"] = time.perf_counter() - began
+    if deadline.passed():
+        return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
     # 2. The relaxation, by columns and cuts.
     began = time.perf_counter()
     # From the columns of each class's best that fits, not the greedy plan's: its
@@ -136,7 +144,8 @@ def solve(
     lp = _relaxation.relax(arrays, valuable, deadline)
     stages["relaxation"] = time.perf_counter() - began
     if isinstance(lp, _relaxation.Stopped):  # the deadline passed first (a busy machine)
-        plan = arrays.better(plan, rounded_plan(program.rounding, lp.x_all))
+        if lp.x_all.any():  # an LP was solved: round from its point, past the deadline
+            plan = arrays.better(plan, rounded_plan(program.rounding, lp.x_all))
         return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
     bound = min(bound, lp.bound)
     plan = arrays.better(plan, rounded_plan(program.rounding, lp.x_all))
