@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -121,3 +122,66 @@ def test_quiet_drops_progress_and_verbose_adds_the_traceback(tmp_path, capsys):
     assert main(["-v", "recommend", "--budget", "0.01"]) == 2
     verbose = capsys.readouterr().err
     assert "Traceback" in verbose and verbose.strip().splitlines()[-1] == plain.strip()
+
+
+def test_stepwise_progress_is_quiet_at_first_then_a_line_a_step_and_every_few_seconds(capsys):
+    """Fleet planning tells every job and step (deepvm.planner.fleet.plan.Progress);
+    the CLI shows none of it in the first second (a quick plan prints nothing),
+    then each step's first line, and a line of one step every five seconds."""
+    from deepvm.cli._output import stepwise_progress
+
+    now = [0.0]
+    tell = stepwise_progress(clock=lambda: now[0], terminal_only=False)
+    for t, message in [
+        (0.2, "each job alone: 1 of 9 jobs"),  # in the first second: nothing
+        (1.1, "each job alone: 2 of 9 jobs"),  # then the step's first line
+        (3.0, "each job alone: 3 of 9 jobs"),  # the same step within 5 s: nothing
+        (6.2, "each job alone: 4 of 9 jobs"),  # 5 s after its last line
+        (6.3, "the fleet program: 9 candidate clusters"),  # a new step at once
+        (6.4, "the fleet program: again"),
+    ]:
+        now[0] = t
+        tell(message)
+    assert capsys.readouterr().err.splitlines() == [
+        "each job alone: 2 of 9 jobs",
+        "each job alone: 4 of 9 jobs",
+        "the fleet program: 9 candidate clusters",
+    ]
+
+
+def test_fleet_tells_its_progress_on_a_terminal_and_quiet_drops_it(tmp_path, capsys, monkeypatch):
+    """deepvm fleet on long work prints what it is doing on stderr where stderr is a
+    terminal (each step; the JSON on stdout untouched); -q drops it, and so does
+    a stderr that is no terminal (a log, a pipe, these tests). The clock stands
+    in: every look at it is a second later, so the plan counts as long work."""
+    import sys
+
+    from deepvm.cli import _output
+
+    looks = iter(range(10**6))
+    real = _output.stepwise_progress
+    monkeypatch.setattr(
+        "deepvm.cli._fleet.stepwise_progress",
+        lambda: real(clock=lambda: float(next(looks))),
+    )
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(JOBS)
+    argv = ["fleet", "--jobs", str(jobs), "--json"]
+    assert main(argv) == 0  # not a terminal
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["status"] == "optimal" and captured.err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["status"] == "optimal"
+    lines = captured.err.splitlines()
+    assert lines[:2] == [
+        "each job alone: 1 of 2 jobs",  # the second within 5 s of it: not shown
+        "the candidates across the fleet: pruning those of 2 jobs",
+    ]
+    assert re.fullmatch(
+        r"the fleet program: [\d,]+ candidate clusters of 2 jobs, time limit 30 s", lines[2]
+    )
+    assert len(lines) == 3
+    assert main(["-q", *argv]) == 0
+    assert capsys.readouterr().err == ""

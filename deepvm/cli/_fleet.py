@@ -31,6 +31,7 @@ from deepvm.cli._output import (
     json_text,
     money_text,
     progress,
+    stepwise_progress,
     table_text,
     tflops,
 )
@@ -89,6 +90,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
     if args.sky_yaml is not None:
         check_output_path("--sky-yaml", args.sky_yaml, folder=True)
+    fmt = output_format(args)  # a usage error before the solve, not after it
     uri = store_location(args, required=False)
     store = None
     if uri:
@@ -103,7 +105,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         jobs = with_running(store, jobs)
     plan = plan_fleet(
         jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit,
-        min_gain=args.min_gain,
+        min_gain=args.min_gain, progress=stepwise_progress(),
     )  # fmt: skip
     if plan.status == "limit_with_incumbent":  # a checked plan, not proven best
         print(
@@ -125,7 +127,6 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
             f"{plan.solve_s:.1f} s without a plan; raise --time-limit"
         )
-    fmt = output_format(args)
     text = json_text(plan.as_dict()) if fmt == "json" else _fleet_listing(args, plan)
     if args.sky_yaml is not None:  # after the answer is rendered: a bad --columns writes nothing
         versions = {j.name: j.spec.checkpoint_versions for j in jobs}

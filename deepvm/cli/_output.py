@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "money_text",
     "print_json",
     "progress",
+    "stepwise_progress",
     "table_text",
     "tflops",
 ]
@@ -82,6 +85,34 @@ def progress(message: str) -> None:
     """A progress line on stderr (long work), unless -q."""
     if not QUIET:
         print(message, file=sys.stderr, flush=True)
+
+
+def stepwise_progress(
+    after_s: float = 1.0,
+    every_s: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+    *,
+    terminal_only: bool = True,
+) -> Callable[[str], None]:
+    """Progress lines for work told as "step: how far" (deepvm.planner.fleet.plan's
+    ``Progress``): none in its first ``after_s`` (quick work prints nothing), then
+    each new step's first line and a line of the same step every ``every_s``. Only
+    where stderr is a terminal, as git shows its progress: a log or a pipe (and a
+    one-line error after long work) keeps to the lines that say what was done."""
+    if terminal_only and not sys.stderr.isatty():
+        return lambda _message: None
+    began = clock()
+    last: dict[str, Any] = {"step": None, "at": -math.inf}
+
+    def tell(message: str) -> None:
+        now = clock()
+        step = message.split(":", 1)[0]
+        if now - began < after_s or (step == last["step"] and now - last["at"] < every_s):
+            return
+        last.update(step=step, at=now)
+        progress(message)
+
+    return tell
 
 
 def money_text(usd_per_hour: float | None) -> str | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,9 +62,14 @@ from deepvm.planner.fleet.types import (
 from deepvm.planner.inputs import Inputs
 from deepvm.planner.offers import FloatArray, Offers
 
-__all__ = ["SOLVER", "plan_fleet"]
+__all__ = ["SOLVER", "Progress", "plan_fleet"]
 
 SOLVER = "HiGHS fleet"
+# Told what the planning is doing as it goes: a line such as "each job alone: 412 of
+# 1,000 jobs" (the step, a colon, how far), once per job and once per later step; the
+# caller decides which to show (the CLI: none in the first second, then a line a
+# step and one every few seconds).
+Progress = Callable[[str], None]
 
 
 def _prune_across(shared: list[JobState], inputs: Inputs, team_budget: float | None) -> None:
@@ -131,25 +136,35 @@ def plan_fleet(
     team_budget: float | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     min_gain: float = DEFAULT_MIN_GAIN,
+    progress: Progress | None = None,
 ) -> FleetPlan:
     """One plan for every job (see the module docstring). A job with no feasible
     cluster alone is unplanned, with a note saying why; a non-optimal solve (time
     limit) without a plan gives that status and no job planned; one that stopped
     with a plan (``limit_with_incumbent``) gives that plan, checked as any other,
-    not proven best (``objective_bound`` says how much better one could be)."""
+    not proven best (``objective_bound`` says how much better one could be).
+    ``progress``: told each step as it starts and each job planned alone
+    (``Progress``)."""
+    say = progress if progress is not None else _silent
     if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
         from deepvm.base.errors import ParameterError
 
         raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
     work = [JobState(j) for j in jobs]
-    _solo_plans(work, inputs)
+    _solo_plans(work, inputs, say)
     for w in work:  # a running job's candidates, valued net of moving off its cluster
         if w.job.running is not None:
             fleet_running.adjust(
                 w, lambda c, w=w: _score(w.planner, c), lambda s, w=w: _value(w, s), min_gain
             )
     shared = [w for w in work if w.job.shared and w.options is not None and len(w.options)]
+    say(f"the candidates across the fleet: pruning those of {len(shared):,} jobs")
     _prune_across(shared, inputs, team_budget)
+    columns = sum(len(w.options) for w in shared if w.options is not None)
+    say(
+        f"the fleet program: {columns:,} candidate clusters of {len(shared):,} jobs, "
+        f"time limit {time_limit_s:g} s"
+    )
     start = time.perf_counter()
     solved = _solve(shared, inputs, team_budget, time_limit_s)
     status, chosen = solved.status, solved.chosen
@@ -192,9 +207,14 @@ def plan_fleet(
     )
 
 
-def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
+def _silent(_message: str) -> None:
+    pass
+
+
+def _solo_plans(work: list[JobState], inputs: Inputs, say: Progress = _silent) -> None:
     """Each job alone: its planner, solo optimum and candidates. Jobs with the same
-    spec share one planner (its budget cap the largest of their budgets)."""
+    spec share one planner (its budget cap the largest of their budgets). ``say``:
+    told after each job."""
     offers_by_workload: dict[str, Offers] = {}
     planners: dict[JobSpec, Planner] = {}
     rows: dict[JobSpec, PlannerRows] = {}
@@ -243,6 +263,7 @@ def _solo_plans(work: list[JobState], inputs: Inputs) -> None:
         finally:
             if last[spec] == i:  # every cluster of a spec, dense by quota key: ~5 MB
                 rows.pop(spec, None)
+            say(f"each job alone: {i + 1:,} of {len(work):,} jobs")
 
 
 def _score(planner: Planner, config: Config) -> float:
