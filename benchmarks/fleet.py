@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import resource
 import subprocess
@@ -227,6 +228,8 @@ def main() -> None:
         result = one_size(args.child, args.mix, args.heavy, args.cloud, args.save_programs)
         print(json.dumps(result))
         return
+    if args.save_programs:
+        os.makedirs(args.save_programs, exist_ok=True)
     print(f"mix: {args.mix}{' (heavy budgets)' if args.heavy else ''}; "
           f"clouds: {args.cloud or 'all three as shipped'}")  # fmt: skip
     for size in (int(s) for s in args.sizes.split(",")):
