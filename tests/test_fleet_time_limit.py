@@ -221,15 +221,23 @@ def test_the_cli_says_when_only_the_tie_break_is_unproven(tmp_path, capsys, monk
     assert "may cost less" in captured.err and "raise --time-limit" in captured.err
 
 
-def random_program(seed: int = 0) -> tuple:
-    """30 classes of 20 clusters each over 4 quotas that hold about a third of them."""
+def random_program(seed: int = 0, classes: int = 30, capacity: tuple = (100, 90, 110, 95)) -> tuple:
+    """``classes`` classes of 20 clusters each over 4 quotas of ``capacity`` (the
+    default: about a third of the 30 classes fit)."""
     rng = np.random.default_rng(seed)
-    classes, per = 30, 20
+    per = 20
     usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
     weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
     cost = rng.uniform(0.1, 1.0, classes * per)
     owner = np.repeat(np.arange(classes), per)
-    return weight, cost, owner, usage, np.array([100.0, 90.0, 110.0, 95.0])
+    return weight, cost, owner, usage, np.array(capacity, dtype=float)
+
+
+def arrays_of(weight, owner, usage, capacity):  # type: ignore[no-untyped-def]
+    """A random program's arrays, one job per class, as the program's steps read them."""
+    from deepvm.planner.fleet._arrays import ProgramArrays
+
+    return ProgramArrays(weight, owner, np.ones(owner.max() + 1), usage.tocsc(), capacity)
 
 
 def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
@@ -307,12 +315,11 @@ def test_a_deadline_within_the_relaxation_rounds_a_plan_from_its_last_lp(monkeyp
     """Stopped at the relaxation's second LP, the plan is rounded from the first LP's
     point (a restricted program's optimum) where that is better than the plan made
     without a solver; before, that point was dropped."""
-    from deepvm.planner.fleet._arrays import ProgramArrays
     from deepvm.planner.fleet._rounding import Rounding, greedy_plan
 
     weight, cost, owner, usage, capacity = random_program()
     best = fleet_program.solve(weight, cost, owner, usage, capacity, 60)
-    arrays = ProgramArrays(weight, owner, np.ones(30), usage.tocsc(), capacity)
+    arrays = arrays_of(weight, owner, usage, capacity)
     without_solver = arrays.value(greedy_plan(Rounding(arrays)))
     stopped = fleet_program.solve(
         weight, cost, owner, usage, capacity, stopped_at_lp(monkeypatch, 2)
@@ -329,13 +336,8 @@ def counting_deadline(reads: int) -> highs.Deadline:
 
 
 def large_program() -> tuple:
-    """300 classes of 20 clusters each over 4 quotas that hold a fraction of them."""
-    rng = np.random.default_rng(3)
-    classes, per = 300, 20
-    usage = sp.csr_matrix(rng.integers(1, 9, size=(4, classes * per)).astype(float) * 4)
-    weight = np.round(rng.uniform(0.5, 1.0, classes * per), 3)
-    owner = np.repeat(np.arange(classes), per)
-    return weight, rng.uniform(0.1, 1.0, classes * per), owner, usage, np.full(4, 900.0)
+    """300 classes over 4 quotas that hold a fraction of them."""
+    return random_program(seed=3, classes=300, capacity=(900, 900, 900, 900))
 
 
 def test_a_deadline_past_within_the_plan_before_any_solve_starts_no_relaxation(monkeypatch):
@@ -348,11 +350,10 @@ def test_a_deadline_past_within_the_plan_before_any_solve_starts_no_relaxation(m
     limit: 1.3 s of CPU before, 0.9 s now). The stop is counted in looks at the
     clock, not seconds."""
     from deepvm.planner.fleet import _relaxation
-    from deepvm.planner.fleet._arrays import ProgramArrays
     from deepvm.planner.fleet._rounding import Rounding, greedy_plan
 
     weight, cost, owner, usage, capacity = large_program()
-    arrays = ProgramArrays(weight, owner, np.ones(300), usage.tocsc(), capacity)
+    arrays = arrays_of(weight, owner, usage, capacity)
     relaxed: list[int] = []
     real_relax = _relaxation.relax
     monkeypatch.setattr(
@@ -373,11 +374,10 @@ def test_a_deadline_past_within_the_plan_before_any_solve_starts_no_relaxation(m
 def test_a_plan_rounded_before_the_deadline_holds_wherever_it_stops(reads):
     """Every step of the rounded plan keeps it feasible, so stopped at any point it
     is a smaller plan, never one that breaks a quota or takes a job twice."""
-    from deepvm.planner.fleet._arrays import ProgramArrays
     from deepvm.planner.fleet._rounding import Rounding, rounded_plan
 
     weight, _cost, owner, usage, capacity = large_program()
-    arrays = ProgramArrays(weight, owner, np.ones(300), usage.tocsc(), capacity)
+    arrays = arrays_of(weight, owner, usage, capacity)
     whole = rounded_plan(Rounding(arrays), np.zeros(len(weight)))
     stopped = rounded_plan(Rounding(arrays), np.zeros(len(weight)), counting_deadline(reads))
     assert len(stopped) <= len(whole)

@@ -102,14 +102,15 @@ def stepwise_progress(
     if terminal_only and not sys.stderr.isatty():
         return lambda _message: None
     began = clock()
-    last: dict[str, Any] = {"step": None, "at": -math.inf}
+    last_step, last_at = "", -math.inf
 
     def tell(message: str) -> None:
+        nonlocal last_step, last_at
         now = clock()
         step = message.split(":", 1)[0]
-        if now - began < after_s or (step == last["step"] and now - last["at"] < every_s):
+        if now - began < after_s or (step == last_step and now - last_at < every_s):
             return
-        last.update(step=step, at=now)
+        last_step, last_at = step, now
         progress(message)
 
     return tell

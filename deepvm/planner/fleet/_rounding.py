@@ -112,7 +112,7 @@ def rounded_plan(state: Rounding, x: FloatArray, deadline: Deadline | None = Non
     np.maximum.at(best, p.owner, p.weight)
     for c in np.lexsort((-best, -share)):
         if _stopped(deadline):
-            return np.array(sorted(plan), dtype=np.int64)
+            break  # the local search stops at once too
         for _ in range(round(slots[c])):
             k = state.best_fit(int(c), left)
             if k is None:
