@@ -230,7 +230,7 @@ def test_the_cli_tells_a_plan_just_under_its_bound_from_the_bound(capsys, monkey
 
     real = fleet_plan.plan_fleet
 
-    def stopped_just_under(*args, **kwargs):  # the shipped jobs, as that plan ended
+    def stopped_just_under(*args, **kwargs):  # the shipped jobs' plan, ended as that one did
         plan = real(*args, **kwargs)
         return dataclasses.replace(
             plan, status="limit_with_incumbent", objective_value=344.264924,
