@@ -21,6 +21,7 @@ __all__ = [
     "ONE_TYPE",
     "PETA",
     "DateText",
+    "FleetTimeLimit",
     "InstanceTypeName",
     "MinGain",
     "NightlySource",
@@ -119,6 +120,15 @@ TeamBudget = Annotated[
     ),
     ONE_TYPE,
 ]
+FleetTimeLimit = Annotated[
+    float,
+    Field(
+        gt=0,
+        allow_inf_nan=False,
+        description="the fleet solve's time limit, seconds: past it, the best plan so far "
+        "(a few hundred jobs, or jobs that all differ, may need minutes for a proof)",
+    ),
+]
 MinGain = Annotated[
     float,
     Field(
@@ -182,6 +192,7 @@ FLOW_NAMES = {
     "source": "price_source",
     "scenarios": "scenarios_path",
     "regions": "price_regions",
+    "time_limit_s": "fleet_time_limit_s",
 }
 
 

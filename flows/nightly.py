@@ -12,6 +12,7 @@ from pydantic import Field
 
 from deepvm.base.config import (
     DEFAULT_MIN_GAIN,
+    DEFAULT_TIME_LIMIT_S,
 )
 from deepvm.base.errors import SourceUnavailableError
 from deepvm.nightly import stages as pipeline
@@ -21,6 +22,7 @@ from flows import runs
 from flows.forms import (
     ONE_TYPE,
     DateText,
+    FleetTimeLimit,
     MinGain,
     NightlySource,
     PriceSource,
@@ -131,6 +133,7 @@ def nightly(
     skypilot_csv: SkyPilotCsv = None,
     spot_advisor_url: SpotAdvisorUrl = None,
     min_gain: MinGain = DEFAULT_MIN_GAIN,
+    fleet_time_limit_s: FleetTimeLimit = DEFAULT_TIME_LIMIT_S,
 ) -> dict[str, object]:
     """Prices -> FLOPP -> refit when there are newer scaling runs -> re-plan every
     registered job -> one fleet plan for all of them under the shared quotas ->
@@ -154,6 +157,8 @@ def nightly(
         skypilot_csv: for price_source skypilot, the SkyPilot vms.csv (a path or a URL).
         spot_advisor_url: also fetch AWS's Spot Instance Advisor feed before planning.
         min_gain: a running job moves only when the move saves more than this share.
+        fleet_time_limit_s: the fleet solve's time limit, seconds; past it, the best plan
+            so far (the log says what is not proven).
     """
     from deepvm.catalog.sources import get_source
     from deepvm.performance.workloads import load_workloads
@@ -177,6 +182,7 @@ def nightly(
         spot_advisor_url=spot_advisor_url,
         min_gain=min_gain,
         run=runs.as_task,
+        fleet_time_limit_s=fleet_time_limit_s,
     )
     prices, plans, changes = report.prices, report.plans, report.changes
     logger.info("%s", prices.words())
@@ -189,6 +195,9 @@ def nightly(
         )
     if report.advisor is not None and report.advisor.failed:
         logger.warning("Spot Instance Advisor feed failed (%s)", report.advisor.error)
+    unproven = report.fleet.unproven_words("fleet_time_limit_s") if report.fleet else None
+    if unproven is not None:
+        logger.warning("%s", unproven)
     if report.compact_error:
         logger.warning(
             "night published; compacting finished months failed: %s", report.compact_error

@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BeforeValidator, Field
 
 from deepvm.base.config import (
+    DEFAULT_TIME_LIMIT_S,
     MAX_CHECKPOINT_GB,
     MAX_DEADLINE_H,
     MAX_HOURLY_COST,
@@ -28,6 +29,7 @@ from flows.forms import (
     MAX_RANK,
     ONE_TYPE,
     DateText,
+    FleetTimeLimit,
     PolicyName,
     StoreUri,
     TeamBudget,
@@ -221,6 +223,7 @@ def fleet(
     store: StoreUri = None,
     snapshot_date: DateText = None,
     workloads_path: WorkloadsPath = None,
+    fleet_time_limit_s: FleetTimeLimit = DEFAULT_TIME_LIMIT_S,
 ) -> dict[str, object]:
     """One plan for every registered job under the account's shared quotas (and a
     team budget), on the store's newest prices; written to the store's ``fleet``
@@ -233,6 +236,8 @@ def fleet(
         store: store URI; default $DEEPVM_STORE, else ./deepvm-store on the worker.
         snapshot_date: plan on the prices of this date or before, YYYY-MM-DD (default: today).
         workloads_path: your own workloads (CSV or TOML), which the jobs may name.
+        fleet_time_limit_s: the solve's time limit, seconds; past it, the best plan so
+            far (the log says what is not proven).
     """
     from deepvm.performance.workloads import load_workloads
     from deepvm.records.jobs import load_jobs
@@ -243,12 +248,18 @@ def fleet(
     jobs = load_jobs(scenarios_path, registry)
     if not opened.has("prices"):  # a fresh store: start from the snapshot
         refresh_prices_task(opened, "snapshot", date)
-    plan = cast(FleetPlan, plan_fleet_task(opened, jobs, date, team_budget, workloads_path))
+    plan = cast(
+        FleetPlan,
+        plan_fleet_task(opened, jobs, date, team_budget, workloads_path, fleet_time_limit_s),
+    )
     create_markdown_artifact(
         key="deepvm-fleet",
         markdown=fleet_markdown(plan),
         description=f"deepvm fleet plan {date}",
     )
+    unproven = plan.unproven_words("fleet_time_limit_s")
+    if unproven is not None:
+        get_run_logger().warning("%s", unproven)
     get_run_logger().info(
         "fleet %s: %s, %d of %d jobs planned, $%.4f/h",
         date,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from deepvm.base.config import DEFAULT_TIME_LIMIT_S
 from deepvm.nightly import stages as pipeline
 from deepvm.nightly.prices import PriceRefresh, refresh_prices
 from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
@@ -71,8 +72,10 @@ def plan_fleet_task(
     snapshot_date: str | None,
     team_budget: float | None = None,
     workloads: str | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> FleetPlan:
     return pipeline.plan_fleet_stage(
         store, jobs, snapshot_date, team_budget=team_budget, workloads=workloads,
         run_kind=WHAT_IF,  # on demand: a what-if beside the night's plan
+        time_limit_s=time_limit_s,
     )  # fmt: skip

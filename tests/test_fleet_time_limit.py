@@ -11,8 +11,8 @@ these tests do not depend on how fast the machine is."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import math
 import random
 
 import numpy as np
@@ -20,13 +20,15 @@ import pytest
 import scipy.sparse as sp
 
 from deepvm.base.config import JobSpec
+from deepvm.base.errors import ParameterError
 from deepvm.cli import main
 from deepvm.planner import Inputs
 from deepvm.planner import _highs as highs
 from deepvm.planner.fleet import _model as fleet_model
 from deepvm.planner.fleet import _program as fleet_program
 from deepvm.planner.fleet.plan import plan_fleet
-from deepvm.planner.fleet.types import RegisteredJob
+from deepvm.planner.fleet.types import FleetPlan, RegisteredJob
+from tests.helpers import stopped_just_under
 
 
 def hard_jobs(count: int = 30) -> list[RegisteredJob]:
@@ -226,22 +228,65 @@ def test_the_cli_tells_a_plan_just_under_its_bound_from_the_bound(capsys, monkey
     """300 jobs over three clouds stopped 0.0015 % under the bound, and the warning
     read "value 344.3 ... no plan is worth more than 344.3". The two numbers are
     told apart now, and the gap is said."""
-    from deepvm.planner.fleet import plan as fleet_plan
-
-    real = fleet_plan.plan_fleet
-
-    def stopped_just_under(*args, **kwargs):  # the shipped jobs' plan, ended as that one did
-        plan = real(*args, **kwargs)
-        return dataclasses.replace(
-            plan, status="limit_with_incumbent", objective_value=344.264924,
-            objective_bound=344.269971, tie_break_status="not_run",
-        )  # fmt: skip
-
-    monkeypatch.setattr(fleet_plan, "plan_fleet", stopped_just_under)
+    stopped_just_under(monkeypatch)
     assert main(["fleet", "--time-limit", "5"]) == 0
     err = capsys.readouterr().err
     assert "(value 344.26) fits" in err
     assert "no plan is worth more than 344.27 (0.0015 % more)" in err
+
+
+def test_the_nightly_takes_the_fleet_time_limit_and_says_what_it_left_unproven(
+    tmp_path, capsys, monkeypatch
+):
+    """A team whose fleet needs more than 30 s (300 jobs, or jobs that all differ)
+    could raise the limit for `deepvm fleet` only: the nightly planned at 30 s,
+    unproven every night, and said nothing of it on its output."""
+    from deepvm.store import Store
+
+    limits = stopped_just_under(monkeypatch)
+    store = str(tmp_path / "store")
+    argv = ["nightly", "--store", store, "--date", "2026-12-01", "--time-limit", "240", "-q"]
+    assert main(argv) == 0
+    assert limits == [240.0]
+    err = capsys.readouterr().err
+    assert "warning: the fleet solve stopped at its time limit" in err
+    assert "no plan is worth more than 344.27 (0.0015 % more); raise --time-limit" in err
+    night = Store.open(store).read("fleet")
+    assert set(night["status"]) == {"limit_with_incumbent"}
+    assert main(["nightly", "--store", store, "--date", "2026-12-02", "-q"]) == 0
+    assert limits == [240.0, 30.0]  # the default, as `deepvm fleet`'s
+
+
+STOPPED = "the fleet solve stopped at its time limit after 30.0 s"
+
+
+@pytest.mark.parametrize(
+    ("status", "tie_break", "bound", "words"),
+    [
+        ("optimal", "optimal", 344.26, None),
+        ("limit_no_incumbent", "not_run", math.nan, None),
+        ("limit_with_incumbent", "not_run", math.nan,
+         f"{STOPPED}: the plan (value 344.3) fits every quota and budget; raise S to prove "
+         "the best"),
+        ("limit_with_incumbent", "not_run", 344.264924 * 1.25,
+         f"{STOPPED}: the plan (value 344.3) fits every quota and budget, and no plan is "
+         "worth more than 430.3 (25 % more); raise S to prove the best"),
+        ("optimal", "limit_with_incumbent", 344.26,
+         f"{STOPPED}, after proving the plan's value (344.3) the best: a plan of that value "
+         "may cost less; raise S to prove the cheapest"),
+    ],
+)  # fmt: skip
+def test_what_the_limit_left_unproven_in_words(status, tie_break, bound, words):
+    plan = FleetPlan(status, 344.264924, None, [], [], "test", 30.04, 0, 0, bound, tie_break)
+    assert plan.unproven_words("S") == words
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, math.nan, math.inf])
+def test_a_fleet_time_limit_that_is_not_a_number_of_seconds_is_refused_by_name(seconds):
+    """0 would stop before any plan, and inf or nan sets no deadline: the CLI's type
+    refuses them, and the library names the parameter."""
+    with pytest.raises(ParameterError, match="time_limit_s"):
+        plan_fleet(hard_jobs(), Inputs.load(), time_limit_s=seconds)
 
 
 def random_program(seed: int = 0, classes: int = 30, capacity: tuple = (100, 90, 110, 95)) -> tuple:

@@ -281,13 +281,15 @@ def add_job(p: argparse.ArgumentParser) -> None:
 
 
 def add_time_limit(p: argparse.ArgumentParser) -> None:
-    """For commands that run a solver (``fleet``)."""
+    """For commands that plan the fleet (``fleet``, ``nightly``)."""
     p.add_argument(
         "--time-limit",
         type=POSITIVE,
         default=DEFAULT_TIME_LIMIT_S,
         metavar="S",
-        help=f"solver time limit per solve in seconds (default: {DEFAULT_TIME_LIMIT_S:g})",
+        help="the fleet solve's time limit in seconds, for the whole solve: past it, the "
+        f"best plan so far, and a warning saying what is not proven (default: "
+        f"{DEFAULT_TIME_LIMIT_S:g})",
     )
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "cmd_adopt",
     "cmd_finish",
     "cmd_fleet",
+    "warn_unproven",
 ]
 
 
@@ -107,16 +108,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         jobs, inputs, team_budget=args.team_budget, time_limit_s=args.time_limit,
         min_gain=args.min_gain, progress=stepwise_progress(),
     )  # fmt: skip
-    if plan.status == "limit_with_incumbent":  # a checked plan, not proven best
-        print(_stopped_warning(plan), file=sys.stderr)
-    elif plan.status == "optimal" and plan.tie_break_status == "limit_with_incumbent":
-        print(  # the value is proven; which of the equal plans is cheapest is not
-            f"warning: the fleet solve stopped at its time limit after {plan.solve_s:.1f} s, "
-            f"after proving the plan's value ({plan.objective_value:.4g}) the best: a plan "
-            "of that value may cost less; raise --time-limit to prove the cheapest",
-            file=sys.stderr,
-        )
-    elif plan.status != "optimal":
+    warn_unproven(plan)
+    if plan.status not in ("optimal", "limit_with_incumbent"):
         raise SolverError(
             f"the fleet solve stopped {plan.status.replace('_', ' ')} after "
             f"{plan.solve_s:.1f} s without a plan; raise --time-limit"
@@ -132,32 +125,12 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stopped_warning(plan: Any) -> str:
-    """The warning for a plan the time limit stopped (a FleetPlan of status
-    limit_with_incumbent): its value and the bound, told apart, and how far apart.
-    At four digits a plan 0.0015 % under its bound read "value 344.3 ... no plan is
-    worth more than 344.3" (300 jobs, three clouds)."""
-    value, bound = plan.objective_value, plan.objective_bound
-    head = f"warning: the fleet solve stopped at its time limit after {plan.solve_s:.1f} s"
-    tail = "raise --time-limit to prove the best"
-    if not math.isfinite(bound):
-        return f"{head}: the plan (value {value:.4g}) fits every quota and budget; {tail}"
-    value_text, bound_text = _told_apart(value, bound)
-    more = f" ({100 * (bound - value) / value:.2g} % more)" if value > 0 else ""
-    return (
-        f"{head}: the plan (value {value_text}) fits every quota and budget, and no plan is "
-        f"worth more than {bound_text}{more}; {tail}"
-    )
-
-
-def _told_apart(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` with the fewest decimals (one at least, nine at most) that tell
-    them apart."""
-    for decimals in range(1, 10):
-        a_text, b_text = f"{a:.{decimals}f}", f"{b:.{decimals}f}"
-        if a_text != b_text:
-            break
-    return a_text, b_text
+def warn_unproven(plan: Any) -> None:
+    """On stderr, what the time limit left unproven in ``plan`` (a FleetPlan), if
+    anything (``fleet``, ``nightly``)."""
+    words = plan.unproven_words("--time-limit")
+    if words is not None:
+        print(f"warning: {words}", file=sys.stderr)
 
 
 def _fleet_listing(args: argparse.Namespace, plan: Any) -> str:

@@ -14,6 +14,7 @@ from deepvm.cli._common import (
     add_inputs,
     add_jobs_file,
     add_min_gain,
+    add_time_limit,
     add_timeout,
     check_outputs,
     price_timeout,
@@ -21,6 +22,7 @@ from deepvm.cli._common import (
     store_location,
     writable_store,
 )
+from deepvm.cli._fleet import warn_unproven
 from deepvm.cli._listing import add_format, output_format, render_listing
 from deepvm.cli._output import json_text, print_json, progress
 
@@ -92,6 +94,7 @@ def add_parsers(sub: Any) -> None:
     )
     add_min_gain(nt)
     add_timeout(nt)
+    add_time_limit(nt)
     nt.add_argument("--json", action="store_true", help="print one JSON object")
     # the planning options `fleet` takes (the prices come from --source)
     add_inputs(nt, prices=False)
@@ -121,7 +124,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         spot_advisor_url=args.spot_advisor_url,
         min_gain=args.min_gain,
         planning=cast("InputFiles", {k: getattr(args, k) for k in PLANNING_OPTIONS}),
+        fleet_time_limit_s=args.time_limit,
     )
+    if report.fleet is not None:
+        warn_unproven(report.fleet)
     failed = [p for p in report.plans if p.error]
     if args.json:
         print_json(

@@ -17,6 +17,7 @@ import pandas as pd
 from deepvm.base.config import (
     DEFAULT_MIN_GAIN,
     DEFAULT_PRICE_TIMEOUT_S,
+    DEFAULT_TIME_LIMIT_S,
 )
 from deepvm.base.errors import (
     DeepvmError,
@@ -150,10 +151,12 @@ def plan_fleet_stage(
     inputs: Inputs | None = None,
     min_gain: float = DEFAULT_MIN_GAIN,
     run_kind: str = "nightly",
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> FleetPlan:
     """One plan for every registered job under the shared quotas (and the team
     budget), on the store's newest prices; written to the ``fleet`` table as the
-    night's plan or (``run_kind`` what-if) beside it."""
+    night's plan or (``run_kind`` what-if) beside it. ``time_limit_s``: the fleet
+    solve's (past it, the best plan so far, its status and bound say so)."""
     from deepvm.planner.fleet.plan import plan_fleet
     from deepvm.records.inputs import load_inputs
     from deepvm.records.results import write_fleet
@@ -165,7 +168,9 @@ def plan_fleet_stage(
     from deepvm.records.running import with_running
 
     jobs = with_running(store, scenarios)
-    plan = plan_fleet(jobs, inputs, team_budget=team_budget, min_gain=min_gain)
+    plan = plan_fleet(
+        jobs, inputs, team_budget=team_budget, min_gain=min_gain, time_limit_s=time_limit_s
+    )
     write_fleet(plan, store, snapshot_date=date, run_kind=run_kind)
     return plan
 
@@ -321,6 +326,7 @@ def nightly(
     min_gain: float = DEFAULT_MIN_GAIN,
     run: StageRunner = run_directly,
     planning: InputFiles | None = None,
+    fleet_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
 ) -> NightlyReport:
     """The night's stages in order: the one sequence the CLI (``deepvm nightly``)
     and the Prefect flow both run; ``run`` runs each stage (the flow's makes it a
@@ -330,7 +336,9 @@ def nightly(
     compacted (``compact``). With ``spot_advisor_url`` the night also fetches the
     Spot Instance Advisor feed (a failure keeps the store's newest) before planning.
     ``planning``: the input files and filters the plans take (quotas, cloud,
-    region, ...: deepvm.planner.inputs.InputFiles), as ``deepvm fleet`` takes them."""
+    region, ...: deepvm.planner.inputs.InputFiles), as ``deepvm fleet`` takes them.
+    ``fleet_time_limit_s``: the fleet solve's time limit (a team of a few hundred
+    jobs, or of jobs that all differ, may need minutes for a proof)."""
     from deepvm.records.inputs import load_inputs
 
     date = check_date(snapshot_date or today(), "snapshot_date")
@@ -366,7 +374,7 @@ def nightly(
         report.plans = run("replan", replan, tx, scenarios, date, inputs=inputs)
         report.fleet = run(
             "plan-fleet", plan_fleet_stage, tx, scenarios, date, team_budget=team_budget,
-            inputs=inputs, min_gain=min_gain,
+            inputs=inputs, min_gain=min_gain, time_limit_s=fleet_time_limit_s,
         )  # fmt: skip
         report.changes = run("change-report", change_report, tx, date)
     if compact:

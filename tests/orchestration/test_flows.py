@@ -11,7 +11,7 @@ from deepvm.catalog.sources import SnapshotSource
 from deepvm.store import Store
 from flows import deepvm_flows as f
 from flows import runs
-from tests.helpers import whole
+from tests.helpers import stopped_just_under, whole
 
 # Prices in the shipped snapshot: every on-demand price and every spot price.
 SHIPPED_PRICE_ROWS = len(_load_catalog().instances) + int(
@@ -276,6 +276,32 @@ def test_fleet_flow_publishes_an_artifact(tmp_path):
 
     text = asyncio.run(artifact())
     assert "# deepvm fleet plan" in text and "resnet50-3usd" in text
+
+
+def test_the_forms_take_the_fleet_time_limit_and_the_log_says_what_it_left_unproven(
+    tmp_path, monkeypatch, caplog
+):
+    """The nightly planned the fleet at 30 s whatever the team's size, and a plan
+    the limit stopped left no line in the run's log. The nightly and fleet forms
+    now take the limit, and such a plan is a warning; a limit of 0 is refused."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    limits = stopped_just_under(monkeypatch)
+    store = str(tmp_path)
+    f.nightly(store=store, snapshot_date="2026-12-01", fleet_time_limit_s=240.0)
+    f.fleet(store=store, snapshot_date="2026-12-01", fleet_time_limit_s=90.0)
+    assert limits == [240.0, 90.0]
+    warned = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("prefect.flow_runs") and r.levelno == logging.WARNING
+    ]
+    unproven = "no plan is worth more than 344.27 (0.0015 % more); raise fleet_time_limit_s"
+    assert sum(unproven in m for m in warned) == 2, warned
+    state = f.fleet(store=store, fleet_time_limit_s=0.0, return_state=True)
+    assert state.is_failed()
+    assert limits == [240.0, 90.0]  # refused before planning
 
 
 def test_a_fleet_run_from_the_ui_is_a_what_if_beside_the_night(tmp_path):

@@ -146,10 +146,12 @@ def plan_fleet(
     ``progress``: told each step as it starts and each job planned alone
     (``Progress``)."""
     say = progress if progress is not None else _silent
-    if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
-        from deepvm.base.errors import ParameterError
+    from deepvm.base.errors import ParameterError
 
+    if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
         raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
+    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):  # 0 would stop before any plan
+        raise ParameterError("time_limit_s", time_limit_s, "must be a finite number of seconds > 0")
     work = [JobState(j) for j in jobs]
     _solo_plans(work, inputs, say)
     for w in work:  # a running job's candidates, valued net of moving off its cluster

@@ -230,6 +230,35 @@ class FleetPlan:
     def hourly_cost(self) -> float:
         return sum(j.cluster.hourly_cost for j in self.jobs if j.planned and j.cluster)
 
+    def unproven_words(self, more_time: str) -> str | None:
+        """What the time limit left unproven, in words, ending with what gives it more
+        time (``more_time``: the CLI's ``--time-limit``, the flows' field): the plan's
+        value, or only its tie-break; None where both are proven or there is no plan.
+        The value and the bound get the decimals that tell them apart: at four digits a
+        plan 0.0015 % under its bound read "value 344.3 ... no plan is worth more than
+        344.3" (300 jobs, three clouds)."""
+        stopped = f"the fleet solve stopped at its time limit after {self.solve_s:.1f} s"
+        value, bound = self.objective_value, self.objective_bound
+        if self.status == "limit_with_incumbent":  # a checked plan, not proven best
+            raise_it = f"raise {more_time} to prove the best"
+            if not math.isfinite(bound):
+                return (
+                    f"{stopped}: the plan (value {value:.4g}) fits every quota and budget; "
+                    f"{raise_it}"
+                )
+            value_text, bound_text = _told_apart(value, bound)
+            more = f" ({100 * (bound - value) / value:.2g} % more)" if value > 0 else ""
+            return (
+                f"{stopped}: the plan (value {value_text}) fits every quota and budget, and "
+                f"no plan is worth more than {bound_text}{more}; {raise_it}"
+            )
+        if self.status == "optimal" and self.tie_break_status == "limit_with_incumbent":
+            return (
+                f"{stopped}, after proving the plan's value ({value:.4g}) the best: a plan "
+                f"of that value may cost less; raise {more_time} to prove the cheapest"
+            )
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -242,3 +271,13 @@ class FleetPlan:
             "jobs": [j.as_dict() for j in self.jobs],
             "usage": [u.as_dict() for u in self.usage],
         }
+
+
+def _told_apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest decimals (one at least, nine at most) that tell
+    them apart."""
+    for decimals in range(1, 10):
+        a_text, b_text = f"{a:.{decimals}f}", f"{b:.{decimals}f}"
+        if a_text != b_text:
+            break
+    return a_text, b_text
