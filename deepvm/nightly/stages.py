@@ -156,7 +156,7 @@ def plan_fleet_stage(
     """One plan for every registered job under the shared quotas (and the team
     budget), on the store's newest prices; written to the ``fleet`` table as the
     night's plan or (``run_kind`` what-if) beside it. ``time_limit_s``: the fleet
-    solve's (past it, the best plan so far, its status and bound say so)."""
+    solve's time limit; past it, the best plan so far (its status and bound say so)."""
     from deepvm.planner.fleet.plan import plan_fleet
     from deepvm.records.inputs import load_inputs
     from deepvm.records.results import write_fleet
