@@ -195,7 +195,9 @@ def nightly(
         )
     if report.advisor is not None and report.advisor.failed:
         logger.warning("Spot Instance Advisor feed failed (%s)", report.advisor.error)
-    unproven = report.fleet.unproven_words("fleet_time_limit_s") if report.fleet else None
+    unproven = (
+        report.fleet.unproven_words("fleet_time_limit_s") if report.fleet is not None else None
+    )
     if unproven is not None:
         logger.warning("%s", unproven)
     if report.compact_error:

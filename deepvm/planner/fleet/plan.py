@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from deepvm.base.config import DEFAULT_MIN_GAIN, DEFAULT_TIME_LIMIT_S, JobSpec, Objective, Policy
-from deepvm.base.errors import DeepvmError
+from deepvm.base.errors import DeepvmError, ParameterError
 from deepvm.catalog.quotas import QuotaKey
 from deepvm.planner import architectures as arch
 from deepvm.planner._highs import LIMIT_WITH_INCUMBENT, OPTIMAL
@@ -145,13 +145,11 @@ def plan_fleet(
     not proven best (``objective_bound`` says how much better one could be).
     ``progress``: told each step as it starts and each job planned alone
     (``Progress``)."""
-    say = progress if progress is not None else _silent
-    from deepvm.base.errors import ParameterError
-
     if team_budget is not None and not (team_budget >= 0 and math.isfinite(team_budget)):
         raise ParameterError("team_budget", team_budget, "must be a number of USD per hour >= 0")
     if not (time_limit_s > 0 and math.isfinite(time_limit_s)):  # 0 would stop before any plan
         raise ParameterError("time_limit_s", time_limit_s, "must be a finite number of seconds > 0")
+    say = progress if progress is not None else _silent
     work = [JobState(j) for j in jobs]
     _solo_plans(work, inputs, say)
     for w in work:  # a running job's candidates, valued net of moving off its cluster
