@@ -15,9 +15,12 @@ side pays it for the other), then reports its CPU seconds (the whole plan and th
 program's stages), its peak resident memory, the plan's status, value and
 proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
 program (the arrays the fleet's solver is given) and ``--replay FILE`` re-solves
-one alone, without building the options. Targets (issue 36): 100 jobs, the whole
-plan proven optimal with its tie-break, in under 5 s of CPU and within 2x of
-planning each job alone; 1,000 jobs in under 30 s of CPU and under 2 GiB.
+one alone, without building the options; ``--seeds 1-6`` with it re-solves it once
+per HiGHS random seed (its time on one program varies 2-3x with the seed), each
+in a fresh process, and gives the CPU seconds' median, mean and range. Targets
+(issue 36): 100 jobs, the whole plan proven optimal with its tie-break, in under
+5 s of CPU and within 2x of planning each job alone; 1,000 jobs in under 30 s of
+CPU and under 2 GiB.
 """
 
 from __future__ import annotations
@@ -122,8 +125,11 @@ def save_program(path: str, args: tuple, kwargs: dict) -> None:
     )  # fmt: skip
 
 
-def replay(path: str, time_limit_s: float) -> None:
-    """Re-solve a saved program alone: its status, value, cost and stages."""
+def replay(path: str, time_limit_s: float, seed: int | None = None) -> dict:
+    """Re-solve a saved program alone: its status, value, bound, cost, CPU seconds
+    and stages. ``seed``: HiGHS's random seed for every solve (default its own)."""
+    if seed is not None:
+        seed_highs(seed)
     saved = np.load(path)
     usage = sp.csr_matrix(
         (saved["usage_data"], saved["usage_indices"], saved["usage_indptr"]),
@@ -136,13 +142,78 @@ def replay(path: str, time_limit_s: float) -> None:
         saved["weight"], saved["cost"], saved["owner"], usage, saved["capacity"],
         time_limit_s, count=saved["count"],
     )  # fmt: skip
-    stages = ", ".join(f"{k} {v:.2f}" for k, v in (result.stages or {}).items())
-    print(
-        f"{path}: {result.status} (tie-break {result.cost_status or 'not run'}), value "
-        f"{result.objective:.6f} (bound {result.bound:.6f}), cost "
-        f"{float(saved['cost'][result.picked].sum()):.6f}; {time.process_time() - began:.2f} s "
-        f"CPU ({stages})"
+    return {
+        "status": result.status,
+        "tie_break": result.cost_status or "not run",
+        "value": result.objective,
+        "bound": result.bound,
+        "cost": float(saved["cost"][result.picked].sum()),
+        "cpu_s": time.process_time() - began,
+        "stages_s": result.stages or {},
+    }
+
+
+def replay_line(path: str, r: dict) -> str:
+    stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages_s"].items())
+    return (
+        f"{path}: {r['status']} (tie-break {r['tie_break']}), value {r['value']:.6f} "
+        f"(bound {r['bound']:.6f}), cost {r['cost']:.6f}; {r['cpu_s']:.2f} s CPU ({stages})"
     )
+
+
+def seed_highs(seed: int) -> None:
+    """Every HiGHS this process makes from now on runs with random seed ``seed``.
+    HiGHS's time on one program varies 2-3x with its seed (issue 36's notes), so a
+    change to the solve is judged over several seeds, not one run."""
+    from deepvm.planner import _highs
+
+    make = _highs._quiet_highs
+
+    def seeded() -> object:
+        h = make()
+        h.setOptionValue("random_seed", seed)
+        return h
+
+    _highs._quiet_highs = seeded  # type: ignore[assignment]
+
+
+def replay_seeds(path: str, time_limit_s: float, seeds: list[int]) -> None:
+    """``replay`` once per seed, each in a fresh process; each run, then the CPU
+    seconds' median, mean and range and how many runs ended how."""
+    runs = []
+    for seed in seeds:
+        argv = [sys.executable, __file__, "--replay", path, "--time-limit", str(time_limit_s),
+                "--seed", str(seed), "--json"]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode:
+            print(f"seed {seed}: failed\n{done.stderr[-2000:]}")
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        runs.append(r)
+        print(f"seed {seed}: {replay_line(path, r)}", flush=True)
+    if not runs:
+        return
+    cpu = np.array([r["cpu_s"] for r in runs])
+    ended: dict[str, int] = {}
+    for r in runs:
+        key = f"{r['status']} (tie-break {r['tie_break']})"
+        ended[key] = ended.get(key, 0) + 1
+    print(
+        f"{len(runs)} seeds: CPU median {np.median(cpu):.2f} s, mean {cpu.mean():.2f} s, "
+        f"{cpu.min():.2f}-{cpu.max():.2f} s; "
+        + ", ".join(f"{n} {key}" for key, n in sorted(ended.items()))
+    )
+
+
+def seed_list(text: str) -> list[int]:
+    """Seeds written as 1-6, 1,3,5 or both (1-3,7)."""
+    out: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if not (first.isdigit() and (last.isdigit() or not last)):
+            raise argparse.ArgumentTypeError(f"{text!r}: give seeds as 1-6, 1,3,5 or 1-3,7")
+        out += list(range(int(first), int(last or first) + 1))
+    return out
 
 
 def one_size(
@@ -219,10 +290,23 @@ def main() -> None:
         help="re-solve one saved program alone (HiGHS's time only) and stop",
     )  # fmt: skip
     parser.add_argument("--time-limit", type=float, default=30.0, help="for --replay")
+    parser.add_argument(
+        "--seeds", metavar="LIST", type=seed_list,
+        help="with --replay: once per HiGHS random seed, each in a fresh process "
+        "(1-6 or 1,3,5), and the CPU seconds' median, mean and range",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.seeds and not args.replay:
+        parser.error("--seeds goes with --replay FILE: it re-solves a saved program")
+    if args.replay and args.seeds:
+        replay_seeds(args.replay, args.time_limit, args.seeds)
+        return
     if args.replay:
-        replay(args.replay, args.time_limit)
+        r = replay(args.replay, args.time_limit, args.seed)
+        print(json.dumps(r) if args.json else replay_line(args.replay, r))
         return
     if args.child is not None:
         result = one_size(args.child, args.mix, args.heavy, args.cloud, args.save_programs)
