@@ -92,6 +92,52 @@ def test_the_program_finds_the_best_then_the_cheapest_plan(case):
     assert_best(result, weight, cost, owner, usage, capacity, budget, count)
 
 
+def test_a_first_search_stopped_within_its_gap_is_proven_after(monkeypatch):
+    """The first search stops within FIRST_SEARCH_GAP of the best over its columns:
+    its plan is then no proof, and the value's proof runs even where every column
+    that can beat it is among the first search's (two columns a class: the
+    relaxation generates them all). Here the gap is wide (any plan stops it) and the
+    neighbourhoods are left out, so that the proof alone makes the plan the best;
+    the best value is HiGHS's over every column (scipy's milp), apart from ours."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    monkeypatch.setattr(fleet_program, "FIRST_SEARCH_GAP", 1.0)
+    monkeypatch.setattr(fleet_program.neighbourhoods, "improve", lambda _a, plan, _c, _d: plan)
+    first_values: list[float] = []
+    real = fleet_program._Program.solve
+
+    def spy(self, columns, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(self, columns, **kwargs)
+        if kwargs.get("relative_gap") == 1.0 and out[1] is not None:  # the first search
+            first_values.append(self.arrays.value(out[1]))
+        return out
+
+    monkeypatch.setattr(fleet_program._Program, "solve", spy)
+    classes, per = 20, 2
+    owner = np.repeat(np.arange(classes), per)
+    count = np.full(classes, 2.0)
+    capacity = np.array([100.0, 90.0, 110.0])
+    short = 0  # programs whose first search stopped short of the best
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
+        weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
+        cost = rng.uniform(0.1, 1.0, classes * per)
+        first_values.clear()
+        result = fleet_program.solve(weight, cost, owner, usage, capacity, 60, count=count)
+        every = sp.vstack([sp.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner))))),
+                           usage])  # fmt: skip
+        best = milp(
+            -weight, integrality=np.ones(len(owner)), bounds=Bounds(0, count[owner]),
+            constraints=LinearConstraint(every, -np.inf, np.concatenate([count, capacity])),
+            options={"mip_rel_gap": 0.0},
+        )  # fmt: skip
+        assert result.status == "optimal"
+        assert result.objective == pytest.approx(-best.fun, rel=1e-9)
+        short += bool(first_values) and first_values[0] < -best.fun - 1e-9
+    assert short >= 2  # else the proof had nothing to do here
+
+
 def test_a_class_of_alike_jobs_plans_as_its_jobs_one_by_one():
     """Three alike jobs as one class (one integer column per cluster, up to 3) plan
     the same value and cost as the three jobs given one by one."""
@@ -142,7 +188,8 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     """The first value search finds the plan the others start from, with HiGHS's
     sub-MIP heuristics; the value's proof and the cost stage go without them (their
     sub-MIPs took most of their time). The cost stage's gap is COST_STAGE_GAP
-    (finer is float noise), the value's zero; none runs presolve's probing. All
+    (finer is float noise), the first search's FIRST_SEARCH_GAP (a plan to start
+    from), the value's proof zero; none runs presolve's probing. All
     three searches run here (more columns per class than the relaxation generates)."""
     from deepvm.planner.fleet import _model as fleet_model
 
@@ -160,7 +207,7 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     assert result.status == result.cost_status == "optimal"  # the tie-break proven too
     assert probed == [False, False, False]  # presolve's probing: in none of them
     assert asked == [
-        (True, True, 0.0),  # the first value search, with them
+        (True, True, fleet_program.FIRST_SEARCH_GAP),  # the first value search, with them
         (True, False, 0.0),  # the value's proof, from its plan
         (False, False, fleet_program.COST_STAGE_GAP),  # the cost stage
     ]

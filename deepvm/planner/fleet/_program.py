@@ -23,10 +23,11 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    so the plain relaxation is weak). Its value z and reduced costs r bound any
    plan holding column k by z + r_k: columns that cannot be in a plan worth the
    best known one are left out of the integer program.
-3. The integer program over the generated columns (a strong plan, quickly), that
-   plan improved a few classes at a time (``_neighbourhoods``), the columns that
-   can be in a plan as good narrowed by HiGHS's root cuts (``_face``), then the
-   integer program over those, the cuts as rows: its optimum is the optimum of all.
+3. The integer program over the generated columns (a strong plan, quickly: to
+   FIRST_SEARCH_GAP), that plan improved a few classes at a time
+   (``_neighbourhoods``), the columns that can be in a plan as good narrowed by
+   HiGHS's root cuts (``_face``), then the integer program over those, the cuts
+   as rows: its optimum is the optimum of all.
 4. The cost stage over the face's columns, with its cuts, its least cost proven
    to COST_STAGE_GAP.
 A deadline (``highs.Deadline``) stops any step; the best plan known is returned
@@ -73,6 +74,16 @@ COST_STAGE_GAP = 1e-7
 # 2.2-2.9e-3). A slower machine reaches the search's first good plan later (11 s
 # here at 1,000 jobs), so the wider share.
 FIRST_SEARCH_SHARE = 0.7
+# The first search stops once its plan is within this (relative) of the best over its
+# columns: the face and the proof after it start from that plan, and proving the last
+# few hundred-thousandths there cost more than it gained. Measured on saved programs
+# (`benchmarks/fleet.py --replay FILE --seeds`, against the search to zero gap, side
+# by side): 100 jobs, seeds 1-8, mean CPU 13.6 -> 12.7 s; $1-20/h, seeds 1-5, median
+# 17.0 -> 15.2 s; 1,000 jobs, seeds 1-7, mean 16.2 -> 15.6 s; at the 30 s limit, 300
+# jobs found the best value in 4 of 6 seeds (1 before), and 100 distinct jobs ended
+# with better plans and bounds (seeds 1-2: bounds 128.46 and 128.45 -> 128.23 and
+# 128.44). At 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
+FIRST_SEARCH_GAP = 2e-5
 # The share of the time left then that the neighbourhoods (_neighbourhoods) may take.
 NEIGHBOURHOOD_SHARE = 0.1
 # The share of the time left then that narrowing the columns (_face) may take.
@@ -155,7 +166,9 @@ def solve(
     # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
     # otherwise take the whole limit and leave the next step without a plan's help.
     first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
-    status, found, _ = first.solve(lp.generated, maximise=True, start=plan)  # its columns only
+    status, found, first_bound = first.solve(  # its columns only
+        lp.generated, maximise=True, start=plan, relative_gap=FIRST_SEARCH_GAP
+    )
     if found is not None:
         plan = arrays.better(plan, found)
     # Its plan is often an exchange of a few jobs short of the best, and the proof is
@@ -180,13 +193,16 @@ def solve(
     # its columns: a stopped search's plan is too far under the bound for HiGHS's
     # root to leave any column out (the distinct mix, 100 jobs: 32,228 of 32,228
     # kept, 5 s spent).
-    searched = status == OPTIMAL
+    searched = status == OPTIMAL  # to FIRST_SEARCH_GAP
     if searched:
         face = narrow(plan)
     else:
         face = _face.unnarrowed(lp.competitive(_floor(arrays.value(plan))), plan)
-    # Unless that search proved its plan best and no column outside can beat it:
-    if not searched or not np.isin(face.columns, lp.generated).all():
+    # Unless that search proved the plan best of its columns (to the tie tolerance: it
+    # stops at FIRST_SEARCH_GAP, the neighbourhoods may have closed the rest) and no
+    # column outside can beat it:
+    best_of_generated = searched and arrays.value(plan) >= _floor(first_bound)
+    if not best_of_generated or not np.isin(face.columns, lp.generated).all():
         # From a plan the first search proved best of its columns, without HiGHS's
         # sub-MIP heuristics (see solve); where that search was stopped, its plan is
         # weaker and they still find better ones (the distinct mix, 1,000 jobs: the
@@ -320,14 +336,17 @@ class _Program:
         floor: float | None = None,
         start: np.ndarray | None = None,
         heuristics: bool = True,
+        relative_gap: float = 0.0,
     ) -> tuple[str, np.ndarray | None, float]:
         """Maximise value, or (with ``floor`` on value) minimise cost, over ``columns``
         (each taken up to its class's count); the status, the plan (a column once per
         job) and the bound HiGHS proved on the objective of any plan over ``columns``
         better than ``start`` (nan: none). ``start``: a plan known to be feasible: its
         columns are among those searched. ``heuristics``: False leaves HiGHS's sub-MIP
-        heuristics out. HiGHS runs at its default tolerance (1e-6); an answer that
-        breaks a row by more than float noise is solved again at 1e-9."""
+        heuristics out. ``relative_gap`` (maximising): HiGHS stops, optimal, once its
+        plan is within this of its bound (the cost stage's is COST_STAGE_GAP). HiGHS
+        runs at its default tolerance (1e-6); an answer that breaks a row by more than
+        float noise is solved again at 1e-9."""
         columns = np.unique(np.concatenate([columns, start if start is not None else []]))
         columns = columns.astype(np.int64)
         out = None
@@ -367,7 +386,7 @@ class _Program:
                 # 1,000-job value proof 16.5-26.0 s -> 8.5-10.0 s). The first search
                 # keeps them: its plan comes from them.
                 sub_mips=heuristics,
-                relative_gap=0.0 if maximise else COST_STAGE_GAP,
+                relative_gap=relative_gap if maximise else COST_STAGE_GAP,
             )
             if out.status == INFEASIBLE and start is not None:
                 # none as good as the known plan: it is the best
