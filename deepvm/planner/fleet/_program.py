@@ -189,11 +189,11 @@ def solve(
 
     # The columns that can be in a plan at least as good (to the tie tolerance), and
     # the cuts that show it (_face): valid for every plan the proof and the cost
-    # stage seek, so rows of both. Only from a plan the first search proved best of
-    # its columns: a stopped search's plan is too far under the bound for HiGHS's
-    # root to leave any column out (the distinct mix, 100 jobs: 32,228 of 32,228
-    # kept, 5 s spent).
-    searched = status == OPTIMAL  # to FIRST_SEARCH_GAP
+    # stage seek, so rows of both. Only from a plan the first search proved within
+    # FIRST_SEARCH_GAP of the best of its columns: a stopped search's plan is too far
+    # under the bound for HiGHS's root to leave any column out (the distinct mix, 100
+    # jobs: 32,228 of 32,228 kept, 5 s spent).
+    searched = status == OPTIMAL
     if searched:
         face = narrow(plan)
     else:
@@ -203,8 +203,8 @@ def solve(
     # column outside can beat it:
     best_of_generated = searched and arrays.value(plan) >= _floor(first_bound)
     if not best_of_generated or not np.isin(face.columns, lp.generated).all():
-        # From a plan the first search proved best of its columns, without HiGHS's
-        # sub-MIP heuristics (see solve); where that search was stopped, its plan is
+        # From a plan the first search proved near the best of its columns, without
+        # HiGHS's sub-MIP heuristics (see solve); where that search was stopped, its plan is
         # weaker and they still find better ones (the distinct mix, 1,000 jobs: the
         # gap at the limit 5e-4 with them, 1.4e-3 without).
         status, found, proven = program.with_face(face).solve(
