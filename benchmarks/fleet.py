@@ -213,6 +213,8 @@ def seed_list(text: str) -> list[int]:
         if not (first.isdigit() and (last.isdigit() or not last)):
             raise argparse.ArgumentTypeError(f"{text!r}: give seeds as 1-6, 1,3,5 or 1-3,7")
         out += list(range(int(first), int(last or first) + 1))
+    if not out:  # 6-1
+        raise argparse.ArgumentTypeError(f"{text!r}: no seed (a range runs upwards: 1-6)")
     return out
 
 
