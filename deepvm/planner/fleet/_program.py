@@ -80,9 +80,9 @@ FIRST_SEARCH_SHARE = 0.7
 # (`benchmarks/fleet.py --replay FILE --seeds`, against the search to zero gap, side
 # by side): 100 jobs, seeds 1-8, mean CPU 13.6 -> 12.7 s; $1-20/h, seeds 1-5, median
 # 17.0 -> 15.2 s; 1,000 jobs, seeds 1-7, mean 16.2 -> 15.6 s; at the 30 s limit, 300
-# jobs found the best value in 4 of 6 seeds (1 before), and 100 distinct jobs ended
-# with better plans and bounds (seeds 1-2: bounds 128.46 and 128.45 -> 128.23 and
-# 128.44). At 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
+# jobs found the best value in 4 of 6 seeds (1 before); 100 distinct jobs, stopped
+# there, alike (seeds 0-3: plans 128.085-128.183 before, 128.091-128.159 after). At
+# 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
 FIRST_SEARCH_GAP = 2e-5
 # The share of the time left then that the neighbourhoods (_neighbourhoods) may take.
 NEIGHBOURHOOD_SHARE = 0.1
