@@ -7,7 +7,7 @@ import argparse
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepvm.base.config import DEFAULT_CHECKPOINT_VERSIONS, MAX_WORK_FLOPS
 from deepvm.base.errors import DeepvmError
@@ -36,6 +36,9 @@ from deepvm.cli._output import (
     tflops,
 )
 from deepvm.model.cluster import cluster_words
+
+if TYPE_CHECKING:  # the planner is imported when a command runs, not at start-up
+    from deepvm.planner.fleet.types import FleetPlan
 
 __all__ = [
     "WORK_DONE",
@@ -125,9 +128,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     return 0
 
 
-def warn_unproven(plan: Any) -> None:
-    """On stderr, what the time limit left unproven in ``plan`` (a FleetPlan), if
-    anything (``fleet``, ``nightly``)."""
+def warn_unproven(plan: FleetPlan) -> None:
+    """On stderr, what the time limit left unproven in ``plan``, if anything
+    (``fleet``, ``nightly``)."""
     words = plan.unproven_words("--time-limit")
     if words is not None:
         print(f"warning: {words}", file=sys.stderr)
