@@ -341,3 +341,89 @@ def test_the_greedy_plan_keeps_every_limit_and_leaves_no_room_it_could_use():
             assert not (usage[:, k] <= left + 1e-9).all(), (k, plan)
         planned += len(plan)
     assert planned > 20  # the checks covered plans, not empty ones
+
+
+def regional_program(seed: int):  # type: ignore[no-untyped-def]
+    """A program shaped as the three clouds' (tens to hundreds of columns): each
+    column lies in one region and uses one to three of its keys (a GPU quota, a
+    vCPU quota, an instance family's) in coarse grains against capacities of a few
+    clusters; two in five columns are worth as much as another region's twin, and
+    values lie on a grid of 0.1, 0.01 or 1e-6 by seed (ties in value, told apart by
+    cost); priorities 1-3; classes of one to three alike jobs; every other seed a
+    team budget (a row of cost)."""
+    rng = np.random.default_rng(seed)
+    regions, keys_per = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+    classes, per = int(rng.integers(6, 25)), int(rng.integers(4, 16))
+    owner = np.repeat(np.arange(classes), per)
+    n = len(owner)
+    region = rng.integers(0, regions, n)
+    grain = rng.choice([8.0, 24.0, 48.0, 96.0], size=n) * rng.integers(1, 5, n)
+    rows, cols, vals = [], [], []
+    for k in range(n):
+        for key in rng.choice(keys_per, size=int(rng.integers(1, keys_per + 1)), replace=False):
+            rows.append(region[k] * keys_per + key)
+            cols.append(k)
+            vals.append(grain[k] * rng.choice([1.0, 1.0, 2.0]))
+    usage = sp.csr_matrix((vals, (rows, cols)), shape=(regions * keys_per, n))
+    capacity = rng.choice([96.0, 192.0, 350.0, 500.0], size=regions * keys_per)
+    value = np.round(rng.uniform(0.2, 1.0, n), (1, 2, 6)[seed % 3])
+    twin = rng.random(n) < 0.4
+    value[twin] = np.roll(value, 1)[twin]
+    weight = value * rng.choice([1.0, 2.0, 3.0], classes)[owner]
+    cost = np.round(rng.uniform(0.5, 20.0, n), int(rng.choice([1, 3])))
+    count = rng.integers(1, 4, classes).astype(float)
+    budget = None if seed % 2 else float(rng.uniform(0.2, 0.6) * cost.max() * count.sum())
+    return weight, cost, owner, usage, capacity, budget, count
+
+
+def lexicographic_milp(weight, cost, owner, usage, capacity, budget, count):  # type: ignore[no-untyped-def]
+    """(value, cost) of the best plan by scipy's milp over every column, apart from
+    the program's steps (no column generation, cuts, face or neighbourhoods): the
+    most value, then the least cost of plans within the tie tolerance of it."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    rows = [sp.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner))))), usage]
+    upper = [count, capacity]
+    if budget is not None:
+        rows.append(sp.csr_matrix(cost))
+        upper.append([budget])
+    shared = LinearConstraint(sp.vstack(rows).tocsr(), -np.inf, np.concatenate(upper))
+    whole, bounds = np.ones(len(owner)), Bounds(0, count[owner])
+    exact = {"mip_rel_gap": 0.0}
+    best = -milp(-weight, integrality=whole, bounds=bounds, constraints=shared, options=exact).fun
+    floor = best - fleet_program.LEXICOGRAPHIC_RTOL * max(abs(best), 1.0)
+    at_best = LinearConstraint(weight[None, :], floor, np.inf)
+    least = milp(cost, integrality=whole, bounds=bounds, constraints=[shared, at_best],
+                 options=exact).fun  # fmt: skip
+    return best, least
+
+
+def test_regional_programs_of_hundreds_of_columns_match_milp_over_every_column(monkeypatch):
+    """The program's whole path (column generation and cuts, the first search, the
+    neighbourhoods, the face, the value's proof, the cost stage) on programs too
+    large for brute force, shaped as the clouds' (regional_program): the value and
+    then the cost of scipy's milp over every column. The face narrows on some of
+    them, so the path is walked, not skipped."""
+    from deepvm.planner.fleet import _face
+
+    narrowed = []
+    real = _face.narrowed
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        face = real(*args, **kwargs)
+        narrowed.append(len(face.columns) < len(np.union1d(args[2], args[3])))
+        return face
+
+    monkeypatch.setattr(_face, "narrowed", spy)
+    for seed in range(12):
+        weight, cost, owner, usage, capacity, budget, count = regional_program(seed)
+        result = solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
+        best, least = lexicographic_milp(weight, cost, owner, usage, capacity, budget, count)
+        assert result.status == result.cost_status == "optimal", seed
+        assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
+        assert float(cost[result.picked].sum()) <= least + 1e-7 * max(1.0, least), seed
+        assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
+        used = np.asarray(usage[:, result.picked].sum(axis=1)).ravel()
+        assert (used <= capacity + 1e-9).all(), seed
+        assert budget is None or float(cost[result.picked].sum()) <= budget + 1e-9, seed
+    assert sum(narrowed) >= 3, narrowed  # the face left columns out on several
