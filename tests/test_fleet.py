@@ -664,48 +664,46 @@ def test_alike_jobs_take_their_clusters_in_name_order():
 
 def test_alike_jobs_exchange_equal_clusters_to_take_them_in_name_order():
     """prefer_canonical (deepvm.planner.fleet._ties): two alike jobs share the
-    program's columns (an equal cluster in r1 and in r2, one of each fits); the
-    first job by name sits in r2 and the second in r1. The first takes r1, the
-    second moving to r2 to make room: each job's columns map to the shared ones."""
+    program's columns (one class: an equal cluster in r1 and in r2, one of each
+    fits); the first job by name sits in r2 and the second in r1. The first takes
+    r1, the second moving to r2 to make room."""
     import numpy as np
     import scipy.sparse as sp
 
     from deepvm.planner.fleet._ties import prefer_canonical
 
     usage = sp.csc_matrix(np.eye(2))  # r1's quota x column 0, r2's x column 1
-    usage_column = np.array([0, 1, 0, 1])  # job 0: columns 0-1, job 1: 2-3
-    owner = np.array([0, 0, 1, 1])
-    picked = np.array([False, True, True, False])
-    out = prefer_canonical(
-        picked, owner, np.ones(4), np.ones(4), usage, usage_column, np.ones(2), [0, 1],
-        lambda c: (("r1",) if usage_column[c] == 0 else ("r2",)),
-    )  # fmt: skip
-    assert list(np.flatnonzero(out)) == [0, 3]
+    owner = np.array([0, 0])  # one class: both jobs' clusters
+
+    def region(c: int) -> tuple[str]:
+        return ("r1",) if c == 0 else ("r2",)
+
+    chosen = {0: 1, 1: 0}  # job 0 on r2, job 1 on r1
+    out = prefer_canonical(chosen, owner, np.ones(2), np.ones(2), usage, np.ones(2), [0, 1],
+                           region)  # fmt: skip
+    assert out == {0: 0, 1: 1}
     # Job 1 first by name: it keeps r1, and job 0 finds no later job to exchange with.
-    out = prefer_canonical(
-        picked, owner, np.ones(4), np.ones(4), usage, usage_column, np.array([1.0, 2.0]),
-        [1, 0], lambda c: (("r1",) if usage_column[c] == 0 else ("r2",)),
-    )  # fmt: skip
-    assert list(np.flatnonzero(out)) == [1, 2]
+    out = prefer_canonical(chosen, owner, np.ones(2), np.ones(2), usage, np.array([1.0, 2.0]),
+                           [1, 0], region)  # fmt: skip
+    assert out == chosen
 
 
-def _prefer_canonical_by_hand(picked, owner, weight, cost, usage, usage_column, capacity, order,
-                              key_of):  # fmt: skip
+def _prefer_canonical_by_hand(chosen, owner, weight, cost, usage, capacity, order, key_of):  # type: ignore[no-untyped-def]
     """prefer_canonical's rule as its docstring states it, slowly: each job in name
-    order takes its first equal cluster that fits, or that fits once a later job
-    (any, in name order) moves to another of its own equal clusters."""
+    order takes its first equal cluster (of its class) that fits, or that fits once
+    a later job (any, in name order) moves to another of its own equal clusters."""
     import numpy as np
 
     dense = usage.toarray()
-    chosen = {int(owner[c]): int(c) for c in np.flatnonzero(picked)}
+    chosen = dict(chosen)
     ties = {}
     for j, c in chosen.items():
         same = (np.abs(weight - weight[c]) <= 1e-9) & (np.abs(cost - cost[c]) <= 1e-9)
-        equal = [int(k) for k in np.flatnonzero((owner == j) & same)]
+        equal = [int(k) for k in np.flatnonzero((owner == owner[c]) & same)]
         ties[j] = sorted(equal, key=key_of)
 
-    def use(c):
-        return dense[:, usage_column[c]]
+    def use(c):  # type: ignore[no-untyped-def]
+        return dense[:, c]
 
     used = sum(use(c) for c in chosen.values())
     limit = capacity + 1e-9 * np.maximum(1.0, np.abs(capacity))
@@ -733,17 +731,15 @@ def _prefer_canonical_by_hand(picked, owner, weight, cost, usage, usage_column, 
                 other, alt, change = found
                 used, chosen[job], chosen[other] = used + change, better, alt
                 break
-    out = np.zeros_like(picked)
-    out[list(chosen.values())] = True
-    return out
+    return chosen
 
 
 def test_prefer_canonical_is_its_rule_by_hand_on_random_fleets():
-    """The tie-break finds the jobs that can make room from each pick's own usage
-    column (the short keys' rows can hold every column of a large program); on 300
-    random small fleets, alike jobs sharing usage columns among them, it gives what
-    its rule, applied by hand over every later job, gives; value, cost and every
-    limit are kept."""
+    """The tie-break finds the jobs that can make room from each pick's own column
+    (the short keys' rows can hold every column of a large program); on 300 random
+    small fleets, alike jobs sharing their class's columns (and some the same one),
+    it gives what its rule, applied by hand over every later job, gives; value,
+    cost and every limit are kept."""
     import numpy as np
     import scipy.sparse as sp
 
@@ -752,32 +748,32 @@ def test_prefer_canonical_is_its_rule_by_hand_on_random_fleets():
     rng = np.random.default_rng(11)
     exchanges = 0
     for _ in range(300):
-        jobs, per_job, keys = (
+        jobs, per_class, keys = (
             int(rng.integers(2, 7)),
             int(rng.integers(2, 5)),
             int(rng.integers(1, 4)),
         )
-        kinds = int(rng.integers(1, jobs + 1))  # alike jobs share a kind's usage columns
-        kind = rng.integers(0, kinds, size=jobs)
-        usage = sp.csc_matrix(rng.integers(0, 3, size=(keys, kinds * per_job)).astype(float))
-        owner = np.repeat(np.arange(jobs), per_job)
-        usage_column = kind[owner] * per_job + np.tile(np.arange(per_job), jobs)
+        classes = int(rng.integers(1, jobs + 1))  # alike jobs share a class's columns
+        of_job = rng.integers(0, classes, size=jobs)
+        usage = sp.csc_matrix(rng.integers(0, 3, size=(keys, classes * per_class)).astype(float))
+        owner = np.repeat(np.arange(classes), per_class)
         weight = rng.integers(1, 3, size=len(owner)).astype(float)  # ties are frequent
         cost = np.ones(len(owner))
-        picked = np.zeros(len(owner), dtype=bool)
-        picked[np.arange(jobs) * per_job + rng.integers(0, per_job, size=jobs)] = True
-        used = usage.toarray()[:, usage_column[picked]].sum(axis=1)
+        picks = of_job * per_class + rng.integers(0, per_class, size=jobs)
+        chosen = {j: int(k) for j, k in enumerate(picks)}
+        used = usage.toarray()[:, picks].sum(axis=1)
         capacity = used + rng.integers(0, 2, size=keys)
         order = [int(j) for j in rng.permutation(jobs)]
         rank = rng.permutation(len(owner))
-        args = (picked, owner, weight, cost, usage, usage_column, capacity, order,
+        args = (chosen, owner, weight, cost, usage, capacity, order,
                 lambda c, rank=rank: (int(rank[c]),))  # fmt: skip
         out = prefer_canonical(*args)
-        assert np.array_equal(out, _prefer_canonical_by_hand(*args))
-        assert weight[out].sum() == weight[picked].sum() and cost[out].sum() == cost[picked].sum()
-        assert np.all(usage.toarray()[:, usage_column[out]].sum(axis=1) <= capacity + 1e-9)
-        moved = {int(owner[c]) for c in np.flatnonzero(out & ~picked)}
-        exchanges += len(moved) > 1
+        assert out == _prefer_canonical_by_hand(*args)
+        after = np.array([out[j] for j in range(jobs)])
+        assert (owner[after] == owner[picks]).all()  # each job within its class
+        assert weight[after].sum() == weight[picks].sum() and cost[after].sum() == cost[picks].sum()
+        assert np.all(usage.toarray()[:, after].sum(axis=1) <= capacity + 1e-9)
+        exchanges += sum(out[j] != chosen[j] for j in range(jobs)) > 1
     assert exchanges >= 20  # the exchange path ran, not only single moves
 
 

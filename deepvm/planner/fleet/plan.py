@@ -350,47 +350,29 @@ def _solve(
     capacity = np.array(bounds)
     count = np.array([len(jobs) for jobs in members], dtype=float)
     result = fleet_program.solve(weight, cost, owner, usage, capacity, time_limit_s, count=count)
+
     # Each class's picks to its jobs (in name order, the clusters in tie-break
     # order), then, among equal clusters, the documented one (deepvm.planner.fleet._ties).
-    job_owner, job_index = [], []
-    first: dict[int, int] = {}  # each job's first column
-    laid = 0
-    for c, jobs in enumerate(members):
-        size = len(shared[jobs[0]].options)  # type: ignore[arg-type]
-        for j in jobs:
-            first[j] = laid
-            laid += size
-            job_owner.append(np.full(size, j))
-            job_index.append(starts[c] + np.arange(size))
-    column = np.concatenate(job_index)  # each job column's class column
-    j_owner = np.concatenate(job_owner)
-
-    def key_of(job_column: int) -> tuple[object, ...]:
-        j = int(j_owner[job_column])
-        w = shared[j]
+    def key_of(k: int) -> tuple[object, ...]:
+        c = int(owner[k])
+        w = shared[members[c][0]]  # alike jobs share their planner and options
         assert w.options is not None and w.planner is not None
-        config = w.options.configs[job_column - first[j]]
-        return fleet_ties.canonical_key(w.planner.offers, config)
+        return fleet_ties.canonical_key(w.planner.offers, w.options.configs[k - starts[c]])
 
-    picked = np.zeros(len(column), dtype=bool)
+    picks: dict[int, int] = {}  # job -> its column of the program
     by_class: dict[int, list[int]] = {}
     for k in result.picked:
         by_class.setdefault(int(owner[k]), []).append(int(k))
     for c, ks in by_class.items():
-        jobs = members[c]
-        lead = first[jobs[0]] - starts[c]  # class column -> its first job's column
-        ks.sort(key=lambda k: key_of(lead + k))
-        for j, k in zip(jobs, ks, strict=False):
-            picked[first[j] + k - starts[owner[k]]] = True
-    picked = fleet_ties.prefer_canonical(
-        picked, j_owner, weight[column], cost[column], usage, column, capacity, order, key_of,
-    )  # fmt: skip
+        ks.sort(key=key_of)
+        picks.update(zip(members[c], ks, strict=False))
+    picks = fleet_ties.prefer_canonical(picks, owner, weight, cost, usage, capacity, order, key_of)
     chosen: dict[str, Config | None] = {w.job.name: None for w in shared}
-    for k in np.flatnonzero(picked):
-        w = shared[int(j_owner[k])]
+    for j, k in picks.items():
+        w = shared[j]
         assert w.options is not None
-        chosen[w.job.name] = w.options.configs[int(k) - first[int(j_owner[k])]]
-    value = float(weight[column][picked].sum())
+        chosen[w.job.name] = w.options.configs[k - starts[int(owner[k])]]
+    value = float(weight[list(picks.values())].sum())
     tie_break = result.cost_status or TIE_BREAK_NOT_RUN
     return _Solved(
         result.status, chosen, value, result.variables, result.rows, result.bound, tie_break
