@@ -11,7 +11,9 @@ Two mixes (``--mix``):
   with their FLOPs per sample scaled).
 Each size runs in a fresh process, which first pays what a process pays once
 (the solver stack's imports, each workload's offers: reported apart, so neither
-side pays it for the other), then reports its CPU seconds (the whole plan and the
+side pays it for the other), then reports its CPU seconds (the whole plan, its
+steps — each job alone and its options, pruning across the fleet, the program's
+classes and solve, then the tie-break, checks and each job's plan — and the
 program's stages), its peak resident memory, the plan's status, value and
 proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
 program (the arrays the fleet's solver is given) and ``--replay FILE`` re-solves
@@ -54,6 +56,17 @@ OBJECTIVES = ("throughput", "paper", "goodput", "cost")
 # --heavy adds larger ones (more candidate clusters per job).
 BUDGETS = [2, 3, 4, 6, 8, 10]
 HEAVY_BUDGETS = [1, 2, 3, 5, 8, 12, 20]
+
+
+# The whole plan's steps, by plan_fleet's progress lines (the words before the
+# colon) and around the program's solve: where a plan's time goes outside the program.
+STEPS = {
+    "each job alone": "each job alone and its options",
+    "the candidates across the fleet": "pruning across the fleet",
+    "the fleet program": "the program's classes",
+    "solve": "the program's solve",
+    "after": "tie-break, checks and each job's plan",
+}
 
 
 def jobs(count: int, seed: int = 7, budgets: list[int] = BUDGETS) -> list[RegisteredJob]:
@@ -229,14 +242,22 @@ def one_size(
     inputs = inputs_for(cloud, users)
     stages: dict[str, float] = {}
     real = fleet_program.solve
+    marks: list[tuple[str, float]] = []  # (the plan's step, CPU seconds when it began)
 
     def timed(*args, **kwargs):  # the program's own stages, for where the time goes
         if save_to:
             save_program(f"{save_to}/program-{mix}{'-heavy' if heavy else ''}-"
                          f"{cloud or 'all'}-{size}.npz", args, kwargs)  # fmt: skip
+        marks.append((STEPS["solve"], time.process_time()))
         result = real(*args, **kwargs)
+        marks.append((STEPS["after"], time.process_time()))
         stages.update(result.stages or {})
         return result
+
+    def progress(message: str) -> None:  # the plan's own steps (plan_fleet's progress)
+        step = STEPS.get(message.split(":")[0])
+        if step is not None and (not marks or marks[-1][0] != step):
+            marks.append((step, time.process_time()))
 
     fleet_program.solve = timed  # type: ignore[assignment]
     # What a process pays once, before either side is timed, so that neither pays it
@@ -251,8 +272,13 @@ def one_size(
             inputs.offers(workload)
     once_cpu = time.process_time() - began
     began = time.process_time()
-    plan = plan_fleet(fleet_jobs, inputs)
-    fleet_cpu = time.process_time() - began
+    marks.append((STEPS["each job alone"], began))
+    plan = plan_fleet(fleet_jobs, inputs, progress=progress)
+    ended = time.process_time()
+    fleet_cpu = ended - began
+    steps: dict[str, float] = {}
+    for (step, start), (_, end) in zip(marks, [*marks[1:], ("", ended)], strict=True):
+        steps[step] = steps.get(step, 0.0) + end - start
     began = time.process_time()
     for job in fleet_jobs:  # the baseline: each job planned alone
         with contextlib.suppress(DeepvmError):  # an infeasible job counts too
@@ -271,6 +297,7 @@ def one_size(
         "fleet_cpu_s": fleet_cpu,
         "solve_s": plan.solve_s,
         "stages_s": stages,
+        "steps_s": steps,
         "alone_cpu_s": alone_cpu,
         "once_cpu_s": once_cpu,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -329,13 +356,15 @@ def main() -> None:
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages_s"].items())
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in r["steps_s"].items())
         gap = (r["bound"] - r["value"]) / max(r["value"], 1e-12)
         print(
             f"{size} jobs: {r['status']} (tie-break {r['tie_break']}), {r['planned']} planned, "
             f"value {r['value']:.4f} "
             f"(bound {r['bound']:.4f}, gap {gap:.1e}); {r['columns']} columns, "
             f"{r['variables']} after filtering, {r['rows']} rows\n"
-            f"    fleet plan {r['fleet_cpu_s']:.2f} s CPU (program {stages}); each job alone "
+            f"    fleet plan {r['fleet_cpu_s']:.2f} s CPU ({steps}; program {stages}); "
+            "each job alone "
             f"{r['alone_cpu_s']:.2f} s CPU -> {r['fleet_cpu_s'] / r['alone_cpu_s']:.2f}x; "
             f"before either, once per process (imports, offers) {r['once_cpu_s']:.2f} s; "
             f"peak memory {r['peak_rss_mib']:.0f} MiB"
