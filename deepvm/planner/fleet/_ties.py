@@ -47,7 +47,7 @@ def canonical_key(offers: Offers, config: Config) -> tuple[object, ...]:
 
 def prefer_canonical(
     chosen: dict[int, int],  # job -> its column
-    owner: npt.NDArray[np.int64],  # per column: its class (a class's columns contiguous)
+    owner: npt.NDArray[np.int64],  # per column: its class, ascending (searched by class)
     weight: npt.NDArray[np.float64],
     cost: npt.NDArray[np.float64],
     usage: sp.spmatrix,  # limits' keys x columns
