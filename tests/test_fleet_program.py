@@ -343,14 +343,14 @@ def test_the_greedy_plan_keeps_every_limit_and_leaves_no_room_it_could_use():
     assert planned > 20  # the checks covered plans, not empty ones
 
 
-def regional_program(seed: int):  # type: ignore[no-untyped-def]
+def regional_program(seed: int, budget_always: bool = False):  # type: ignore[no-untyped-def]
     """A program shaped as the three clouds' (tens to hundreds of columns): each
     column lies in one region and uses one to three of its keys (a GPU quota, a
     vCPU quota, an instance family's) in coarse grains against capacities of a few
     clusters; two in five columns are worth as much as another region's twin, and
     values lie on a grid of 0.1, 0.01 or 1e-6 by seed (ties in value, told apart by
-    cost); priorities 1-3; classes of one to three alike jobs; every other seed a
-    team budget (a row of cost)."""
+    cost); priorities 1-3; classes of one to three alike jobs; every other seed (or
+    ``budget_always``) a team budget (a row of cost)."""
     rng = np.random.default_rng(seed)
     regions, keys_per = int(rng.integers(2, 5)), int(rng.integers(1, 4))
     classes, per = int(rng.integers(6, 25)), int(rng.integers(4, 16))
@@ -372,7 +372,8 @@ def regional_program(seed: int):  # type: ignore[no-untyped-def]
     weight = value * rng.choice([1.0, 2.0, 3.0], classes)[owner]
     cost = np.round(rng.uniform(0.5, 20.0, n), int(rng.choice([1, 3])))
     count = rng.integers(1, 4, classes).astype(float)
-    budget = None if seed % 2 else float(rng.uniform(0.2, 0.6) * cost.max() * count.sum())
+    share = rng.uniform(0.2, 0.6)
+    budget = None if seed % 2 and not budget_always else float(share * cost.max() * count.sum())
     return weight, cost, owner, usage, capacity, budget, count
 
 
@@ -427,3 +428,38 @@ def test_regional_programs_of_hundreds_of_columns_match_milp_over_every_column(m
         assert (used <= capacity + 1e-9).all(), seed
         assert budget is None or float(cost[result.picked].sum()) <= budget + 1e-9, seed
     assert sum(narrowed) >= 3, narrowed  # the face left columns out on several
+
+
+def test_a_binding_team_budget_is_a_knapsack_solved_exactly_first(monkeypatch):
+    """Where the team budget binds, the program less its other limits is solved by
+    dynamic programming (deepvm.planner.fleet._knapsack) before any integer program:
+    its plan, where it keeps the quotas too, is the answer (value, then the least
+    cost); where it breaks one, the integer program goes on from there. Both ends
+    are reached here, and every plan is milp's over every column."""
+    from deepvm.planner.fleet import _knapsack
+
+    ends: list[str] = []
+    real = _knapsack.solve
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
+        ends.append("none" if out is None else "kept" if args[0].holds(out.plan) else "broke")
+        return out
+
+    monkeypatch.setattr(_knapsack, "solve", spy)
+    for seed in range(12):
+        weight, cost, owner, usage, capacity, _, count = regional_program(seed, True)
+        # Half of them with room in every quota: the budget binds alone.
+        capacity = capacity * (50.0 if seed % 2 else 1.0)
+        order = np.lexsort((cost, -weight, owner))  # each job on its most valuable
+        most = order[np.searchsorted(owner[order], np.arange(len(count)))]
+        budget = 0.5 * float(cost[most] @ count)  # binds
+        result = solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
+        best, least = lexicographic_milp(weight, cost, owner, usage, capacity, budget, count)
+        assert result.status == result.cost_status == "optimal", seed
+        assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
+        assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
+        assert float(cost[result.picked].sum()) <= budget + 1e-9, seed
+        used = np.asarray(usage[:, result.picked].sum(axis=1)).ravel()
+        assert (used <= capacity + 1e-9).all(), seed
+    assert ends.count("kept") >= 3 and ends.count("broke") >= 1, ends

@@ -17,6 +17,9 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    each improved by a local search), so there is always a plan; where the
    deadline passes within the relaxation, the plan rounded from its last LP
    point, if better.
+   Where a team budget (a limit on the columns' cost) binds, the program less its
+   other limits by dynamic programming (``_knapsack``): where its plan keeps them
+   all, that plan is the optimum, value and tie-break, and the solve ends there.
 2. The LP relaxation by column generation (``_relaxation``): a few columns per
    class, the rest priced in one vectorised pass per round, and mixed-integer
    rounding cuts on the quota rows (one cluster takes a large share of a quota,
@@ -47,7 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from deepvm.planner._highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
-from deepvm.planner.fleet import _face, _relaxation
+from deepvm.planner.fleet import _face, _knapsack, _relaxation
 from deepvm.planner.fleet import _model as fleet_model
 from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
 from deepvm.planner.fleet._arrays import ProgramArrays
@@ -84,6 +87,9 @@ FIRST_SEARCH_SHARE = 0.7
 # there, alike (seeds 0-3: plans 128.085-128.183 before, 128.091-128.159 after). At
 # 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
 FIRST_SEARCH_GAP = 2e-5
+# The share of the time that the team budget's dynamic program (_knapsack) may take:
+# where the quotas bind too, its plan breaks them and the integer program goes on.
+KNAPSACK_SHARE = 0.2
 # The share of the time left then that the neighbourhoods (_neighbourhoods) may take.
 NEIGHBOURHOOD_SHARE = 0.1
 # The share of the time left then that narrowing the columns (_face) may take.
@@ -145,6 +151,22 @@ def solve(
     stages["rounding"] = time.perf_counter() - began
     if deadline.passed():
         return program.result(LIMIT_WITH_INCUMBENT, plan, size, bound, stages)
+    # 1b. Under a team budget that binds, the program less its other limits by dynamic
+    # programming (_knapsack): its plan, where it keeps them all, is the optimum with
+    # its tie-break; else its value is a bound.
+    row = _knapsack.budget_row(arrays, cost)
+    if row is not None:
+        began = time.perf_counter()
+        knapsack = _knapsack.solve(
+            arrays, cost, float(arrays.capacity[row]), _floor(arrays.value(plan)),
+            LEXICOGRAPHIC_RTOL, deadline.share(KNAPSACK_SHARE),
+        )  # fmt: skip
+        stages["knapsack"] = time.perf_counter() - began
+        if knapsack is not None and arrays.holds(knapsack.plan):
+            result = program.result(OPTIMAL, knapsack.plan, knapsack.columns, bound, stages)
+            return dataclasses.replace(result, cost_status=OPTIMAL)
+        if knapsack is not None:
+            bound = min(bound, knapsack.value)
     # 2. The relaxation, by columns and cuts.
     began = time.perf_counter()
     # From the columns of each class's best that fits, not the greedy plan's: its
