@@ -232,7 +232,12 @@ def seed_list(text: str) -> list[int]:
 
 
 def one_size(
-    size: int, mix: str, heavy: bool, cloud: str | None, save_to: str | None = None
+    size: int,
+    mix: str,
+    heavy: bool,
+    cloud: str | None,
+    save_to: str | None = None,
+    team_budget: float | None = None,
 ) -> dict:
     """Plan ``size`` jobs in this process; the figures as a dict."""
     if mix == "distinct":
@@ -273,7 +278,7 @@ def one_size(
     once_cpu = time.process_time() - began
     began = time.process_time()
     marks.append((STEPS["each job alone"], began))
-    plan = plan_fleet(fleet_jobs, inputs, progress=progress)
+    plan = plan_fleet(fleet_jobs, inputs, team_budget=team_budget, progress=progress)
     ended = time.process_time()
     fleet_cpu = ended - began
     steps: dict[str, float] = {}
@@ -311,6 +316,10 @@ def main() -> None:
     parser.add_argument("--heavy", action="store_true", help=f"shipped mix: {HEAVY_BUDGETS}")
     parser.add_argument("--cloud", help="plan in this cloud only (aws, gcp, azure)")
     parser.add_argument(
+        "--team-budget", type=float, metavar="USD",
+        help="the team's hourly budget over the jobs planned together (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--save-programs", metavar="DIR",
         help="also save each size's program (the arrays the fleet's solver is given) in DIR",
     )  # fmt: skip
@@ -338,17 +347,21 @@ def main() -> None:
         print(json.dumps(r) if args.json else replay_line(args.replay, r))
         return
     if args.child is not None:
-        result = one_size(args.child, args.mix, args.heavy, args.cloud, args.save_programs)
+        result = one_size(
+            args.child, args.mix, args.heavy, args.cloud, args.save_programs, args.team_budget
+        )
         print(json.dumps(result))
         return
     if args.save_programs:
         os.makedirs(args.save_programs, exist_ok=True)
+    team = "none" if args.team_budget is None else f"${args.team_budget:g}/h"
     print(f"mix: {args.mix}{' (heavy budgets)' if args.heavy else ''}; "
-          f"clouds: {args.cloud or 'all three as shipped'}")  # fmt: skip
+          f"clouds: {args.cloud or 'all three as shipped'}; team budget: {team}")  # fmt: skip
     for size in (int(s) for s in args.sizes.split(",")):
         argv = [sys.executable, __file__, "--child", str(size), "--mix", args.mix]
         argv += ["--heavy"] if args.heavy else []
         argv += ["--cloud", args.cloud] if args.cloud else []
+        argv += ["--team-budget", str(args.team_budget)] if args.team_budget is not None else []
         argv += ["--save-programs", args.save_programs] if args.save_programs else []
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
