@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from deepvm.planner._highs import Deadline
-from deepvm.planner.fleet._arrays import ProgramArrays
+from deepvm.planner.fleet._arrays import ProgramArrays, best_per_class
 from deepvm.planner.offers import FloatArray
 
 __all__ = ["MAX_STATES", "Knapsack", "budget_row", "solve"]
@@ -37,10 +37,9 @@ MAX_KEPT = 5_000_000
 def budget_row(arrays: ProgramArrays, cost: FloatArray) -> int | None:
     """The shared limit on cost (its row), where the plan of each job's most
     valuable cluster breaks it; else None."""
-    weight, owner, count = arrays.weight, arrays.owner, arrays.count
-    order = np.lexsort((cost, -weight, owner))  # per class, the most valuable first
-    first = order[np.searchsorted(owner[order], np.arange(len(count)))]
-    plan = np.repeat(first, count.astype(np.int64))
+    owner, count = arrays.owner, arrays.count
+    most = best_per_class(arrays.weight, owner, np.arange(len(owner)), 1)
+    plan = np.repeat(most, count[owner[most]].astype(np.int64))
     for q in np.flatnonzero(arrays.used_by(plan) > arrays.capacity):
         row = arrays.by_key[int(q)]
         if row.nnz == len(cost):  # every column costs something
@@ -117,15 +116,17 @@ def solve(
 def _frontier_per_class(
     weight: FloatArray, cost: FloatArray, owner: np.ndarray, classes: int
 ) -> list[np.ndarray]:
-    """Per class, its columns no other of the class is as cheap and as valuable as
-    (of equal ones, the first): the only ones the relaxation's optimum needs."""
+    """Per class, its columns of value > 0 no other of the class is as cheap and as
+    valuable as (of equal ones, the first): the only ones the relaxation's optimum
+    needs. (Two columns: a sort, not _options.undominated, which sits a layer of
+    imports above this module.)"""
     order = np.lexsort((np.arange(len(weight)), -weight, cost, owner))
     bounds = np.searchsorted(owner[order], np.arange(classes + 1))
     out = []
     for c in range(classes):
         columns = order[bounds[c] : bounds[c + 1]]
         w = weight[columns]
-        keep = np.ones(len(columns), dtype=bool)
+        keep = np.ones(len(columns), dtype=bool)  # worth more than every cheaper one
         keep[1:] = w[1:] > np.maximum.accumulate(w)[:-1]
         out.append(columns[keep & (w > 0)])
     return out
