@@ -20,6 +20,8 @@ number a few hundred to a few thousand (0.2-0.9 s).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from deepvm.planner._highs import Deadline
@@ -50,12 +52,14 @@ def budget_row(arrays: ProgramArrays, cost: FloatArray) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
 class Knapsack:
     """The relaxation's optimum: ``plan`` (columns, one per job that takes it), its
     ``value``, and ``columns``, how many clusters the states were built from."""
 
-    def __init__(self, plan: np.ndarray, value: float, columns: int) -> None:
-        self.plan, self.value, self.columns = plan, value, columns
+    plan: np.ndarray
+    value: float
+    columns: int
 
 
 def solve(

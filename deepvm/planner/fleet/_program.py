@@ -162,10 +162,10 @@ def solve(
             LEXICOGRAPHIC_RTOL, deadline.share(KNAPSACK_SHARE),
         )  # fmt: skip
         stages["knapsack"] = time.perf_counter() - began
-        if knapsack is not None and arrays.holds(knapsack.plan):
-            result = program.result(OPTIMAL, knapsack.plan, knapsack.columns, bound, stages)
-            return dataclasses.replace(result, cost_status=OPTIMAL)
         if knapsack is not None:
+            if arrays.holds(knapsack.plan):
+                result = program.result(OPTIMAL, knapsack.plan, knapsack.columns, bound, stages)
+                return dataclasses.replace(result, cost_status=OPTIMAL)
             bound = min(bound, knapsack.value)
     # 2. The relaxation, by columns and cuts.
     began = time.perf_counter()
