@@ -101,6 +101,47 @@ class ValueFloor(Constraint):
 
 
 @dataclass(frozen=True)
+class ValueLadders:
+    """Per class, for some of its values among ``columns`` (each but the least, at
+    most ``per_class`` of them, evenly spread), how many of its jobs take a column
+    worth at least that: an integer variable each, equal to those columns' sum.
+    They add no limit; they give HiGHS a branch that splits a class's columns by
+    value ("a job of class c on a cluster worth at least v, or not"), where a branch
+    on one column moves the LP to its twin or its neighbour in value. Under a team
+    budget that binds, the LP spreads a job over a dearer and a cheaper cluster, and
+    such splits close the gap that branching on columns does not."""
+
+    weight: FloatArray
+    owner: np.ndarray
+    count: FloatArray
+    per_class: int
+
+    def rows(self, columns: np.ndarray) -> tuple[Any, FloatArray]:
+        """Each ladder's columns (a 0/1 row over ``columns``) and its bound (the
+        class's count)."""
+        owner, weight = self.owner[columns], self.weight[columns]
+        order = np.lexsort((-weight, owner))  # by class, most valuable first
+        by_class, ranked = owner[order], weight[order]
+        first = np.searchsorted(by_class, by_class, side="left")
+        # A step down in value within a class: the columns before it are a ladder.
+        down = np.diff(ranked, prepend=np.inf) < 0
+        steps = np.flatnonzero((np.arange(len(order)) > first) & down)
+        group = by_class[steps]
+        rank = np.arange(len(steps)) - np.searchsorted(group, group, side="left")
+        total = np.bincount(group, minlength=len(self.count))[group]
+        k = self.per_class  # evenly spread: the ranks where floor(rank k / total) moves
+        spread = np.floor((rank + 1) * k / total) > np.floor(rank * k / total)
+        steps = steps[(total <= k) | spread]
+        lengths = steps - first[steps]
+        members = np.concatenate([order[first[i] : i] for i in steps]) if len(steps) else steps
+        matrix = sp.csr_matrix(
+            (np.ones(len(members)), members, np.concatenate([[0], np.cumsum(lengths)])),
+            shape=(len(steps), len(columns)),
+        )
+        return matrix, self.count[by_class[steps]]
+
+
+@dataclass(frozen=True)
 class Outcome:
     status: str
     values: FloatArray  # per column; empty unless a solution exists
@@ -125,25 +166,37 @@ def solve_integer(
     probing: bool = True,
     sub_mips: bool = True,
     relative_gap: float = 0.0,
+    ladders: ValueLadders | None = None,
 ) -> Outcome:
     """The integer program over ``columns`` (0 <= x <= upper, integer), stated in
     cvxpy and solved by HiGHS from ``start``. ``cutoff``: only plans whose objective
-    is better than this are sought (none: ``infeasible``)."""
+    is better than this are sought (none: ``infeasible``). ``ladders``: their
+    variables added, to branch on (ValueLadders)."""
     import time
 
     import cvxpy as cp
 
     began = time.perf_counter()
     n = len(columns)
-    x = cp.Variable(n, integer=True, bounds=[np.zeros(n), np.asarray(upper, dtype=float)])
+    steps, step_upper = sp.csr_matrix((0, n)), np.zeros(0)
+    if ladders is not None:
+        steps, step_upper = ladders.rows(columns)
+    # One variable: the columns, then the ladders (so that the standard form keeps
+    # them in that order).
+    bounds = np.concatenate([np.asarray(upper, dtype=float), step_upper])
+    z = cp.Variable(n + len(step_upper), integer=True, bounds=[np.zeros(len(bounds)), bounds])
+    x = z[:n]
     rows = [row for c in constraints for row in c.cvxpy(x, columns)]
+    if len(step_upper):  # each ladder equal to its columns' sum, as two rows
+        y = z[n:]
+        rows += [steps @ x - y <= 0, y - steps @ x <= 0]
     goal = objective[columns] @ x
     problem = cp.Problem(cp.Maximize(goal) if maximise else cp.Minimize(goal), rows)
     data, _, _ = problem.get_problem_data(cp.HIGHS)
     compile_s = time.perf_counter() - began
     # The standard form: minimise c @ x subject to A x <= b (no equalities), x in
-    # its bounds; x is the one variable, its columns first and in order.
-    if data["dims"].zero or len(data["c"]) != n:
+    # its bounds; z is the one variable, the columns first and in order.
+    if data["dims"].zero or len(data["c"]) != len(bounds):
         raise AssertionError("the fleet program compiled to an unexpected standard form")
     out = highs.solve(
         np.asarray(data["c"], dtype=float),
@@ -151,10 +204,10 @@ def solve_integer(
         np.asarray(data["b"], dtype=float),
         maximise=False,
         integer=True,
-        start=start,
+        start=None if start is None else np.concatenate([start, steps @ start]),
         presolve=presolve,
         feasibility_tolerance=feasibility_tolerance,
-        column_upper=np.asarray(upper, dtype=float),  # x's own bounds, as stated
+        column_upper=bounds,  # z's own bounds, as stated
         deadline=deadline,
         # cvxpy states a maximisation as the minimisation of its negation
         cutoff=None if cutoff is None else (-cutoff if maximise else cutoff),
@@ -163,7 +216,8 @@ def solve_integer(
         relative_gap=relative_gap,
     )
     # cvxpy states a maximisation as the minimisation of its negation
-    return Outcome(out.status, out.values, compile_s, -out.bound if maximise else out.bound)
+    values = out.values[:n] if len(out.values) else out.values
+    return Outcome(out.status, values, compile_s, -out.bound if maximise else out.bound)
 
 
 def least_cost_relaxation(
@@ -210,6 +264,7 @@ __all__ = [
     "PerClass",
     "SharedLimits",
     "ValueFloor",
+    "ValueLadders",
     "least_cost_relaxation",
     "solve_integer",
 ]

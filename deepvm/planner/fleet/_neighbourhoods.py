@@ -78,6 +78,8 @@ def _replan(
     on_key = program.by_key[key][:, plan].toarray().ravel() > 0
     classes = np.unique(owner[plan[on_key]])
     freed = np.isin(owner[plan], classes)
+    if freed.all():  # the whole program again (a team budget's row): the proof's work
+        return None
     kept, current = plan[~freed], plan[freed]
     candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
     floor = float(weight[current].sum()) + GAIN * max(abs(program.value(plan)), 1.0)

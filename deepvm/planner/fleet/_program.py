@@ -33,6 +33,8 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    as rows: its optimum is the optimum of all.
 4. The cost stage over the face's columns, with its cuts, its least cost proven
    to COST_STAGE_GAP.
+Under a team budget that binds, every integer program branches on value ladders
+too (``fleet_model.ValueLadders``, LADDERS_PER_CLASS).
 A deadline (``highs.Deadline``) stops any step; the best plan known is returned
 with status ``limit_with_incumbent`` and the best bound known (``bound``: the
 relaxation's, or a stopped proof's, which bounds every plan as good).
@@ -87,6 +89,15 @@ FIRST_SEARCH_SHARE = 0.7
 # there, alike (seeds 0-3: plans 128.085-128.183 before, 128.091-128.159 after). At
 # 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
 FIRST_SEARCH_GAP = 2e-5
+# Under a team budget that binds, the value searches branch on "how many of a class's
+# jobs take a cluster worth at least v" too (fleet_model.ValueLadders), for this many
+# values v per class at most, evenly spread. Saved three-cloud programs of 10-30 jobs
+# under $25 and $60/h (benchmarks/fleet.py --replay, 30 s): two that stopped at the
+# limit unproven (20 jobs: 54 and 57 s of CPU) were proven in 26-27 s, and the rest
+# took 2.6-9.0 s where they took 2.3-32.9 s. With every value a ladder, a 10-job
+# program whose proof ran over 1,427 columns took 6.9 s (2.3 s without); with 8 or
+# 3 per class, one of the two stopped ones stayed unproven.
+LADDERS_PER_CLASS = 16
 # The share of the time that the team budget's dynamic program (_knapsack) may take:
 # where the quotas bind too, its plan breaks them and the integer program goes on.
 KNAPSACK_SHARE = 0.2
@@ -187,6 +198,9 @@ def solve(
     # A heuristic step (its plan only sets how many columns the next one keeps), so
     # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
     # otherwise take the whole limit and leave the next step without a plan's help.
+    # Under a team budget that binds, the searches branch on value ladders too
+    # (fleet_model.ValueLadders): the LP spreads jobs over dearer and cheaper clusters.
+    program = dataclasses.replace(program, ladders=row is not None)
     first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
     status, found, first_bound = first.solve(  # its columns only
         lp.generated, maximise=True, start=plan, relative_gap=FIRST_SEARCH_GAP
@@ -277,6 +291,7 @@ class _Program:
     cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
     cut_rhs: FloatArray | None = None
     timing: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds, by step
+    ladders: bool = False  # the searches branch on value ladders too (a budget binds)
 
     def with_cuts(self, cuts: Any, rhs: FloatArray) -> _Program:
         return dataclasses.replace(self, cuts=cuts, cut_rhs=rhs)
@@ -409,6 +424,9 @@ class _Program:
                 # keeps them: its plan comes from them.
                 sub_mips=heuristics,
                 relative_gap=relative_gap if maximise else COST_STAGE_GAP,
+                # Value ladders to branch on, under a binding team budget
+                # (fleet_model.ValueLadders).
+                ladders=self._ladders() if self.ladders else None,
             )
             if out.status == INFEASIBLE and start is not None:
                 # none as good as the known plan: it is the best
@@ -422,6 +440,10 @@ class _Program:
                 return out.status, plan, out.bound
         assert out is not None
         return out.status, None, out.bound
+
+    def _ladders(self) -> fleet_model.ValueLadders:
+        a = self.arrays
+        return fleet_model.ValueLadders(a.weight, a.owner, a.count, LADDERS_PER_CLASS)
 
     def _cutoff(self, start: np.ndarray | None, maximise: bool) -> float | None:
         if start is None:
