@@ -544,3 +544,45 @@ def test_a_neighbourhood_that_frees_every_job_is_left_to_the_proof(monkeypatch):
     assert calls == []  # the budget's neighbourhood: no integer program
     _neighbourhoods._replan(program, plan, 0, columns, Deadline(60))
     assert calls == [1]  # the quota's, on the first class alone
+
+
+def test_value_ladders_chained_are_their_sums_one_row_per_column():
+    """As HiGHS gets them (``chained``), each ladder is the one before it in its class
+    plus the columns between: every column in one row, and the ladders' values the
+    same as their sums (``rows``) at any x."""
+    from deepvm.planner.fleet._model import ValueLadders
+
+    rng = np.random.default_rng(3)
+    owner = np.repeat(np.arange(5), 40)
+    weight = np.round(rng.uniform(0.1, 1.0, len(owner)), 1)  # ties within a class
+    ladders = ValueLadders(weight, owner, np.full(5, 2.0), per_class=6)
+    columns = np.sort(rng.choice(len(owner), 150, replace=False))
+    sums, upper = ladders.rows(columns)
+    links, steps, chained_upper = ladders.chained(columns)
+    assert (np.asarray((links != 0).sum(axis=0)).ravel() <= 1).all()  # each column once
+    assert np.array_equal(upper, chained_upper)
+    for _ in range(5):
+        x = rng.integers(0, 3, len(columns)).astype(float)
+        y = sums @ x
+        assert np.allclose(steps @ y, links @ x)  # the chained rows hold at the sums
+
+
+def test_value_ladders_go_to_highs_as_sums_unless_too_many_non_zeros(monkeypatch):
+    """Up to NESTED_NONZEROS, HiGHS gets each ladder as the sum of its columns (its
+    cuts use those best); past it, chained (each column in one row), whose sums
+    kept HiGHS's root past its deadline on 14,000 columns."""
+    from deepvm.planner.fleet import _model
+    from deepvm.planner.fleet._model import ValueLadders
+
+    owner = np.repeat(np.arange(3), 30)
+    weight = np.tile(np.linspace(1.0, 0.1, 30), 3)
+    ladders = ValueLadders(weight, owner, np.ones(3), per_class=8)
+    columns = np.arange(len(owner))
+    sums, upper = ladders.rows(columns)
+    links, steps, bounds = ladders.stated(columns)
+    assert (links != sums).nnz == 0 and (steps != sp.identity(len(upper))).nnz == 0
+    monkeypatch.setattr(_model, "NESTED_NONZEROS", sums.nnz - 1)
+    links, steps, bounds = ladders.stated(columns)
+    chained = ladders.chained(columns)
+    assert (links != chained[0]).nnz == 0 and (steps != chained[1]).nnz == 0
+    assert links.nnz < sums.nnz and np.array_equal(bounds, upper)
