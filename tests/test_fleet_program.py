@@ -515,10 +515,10 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
 
 
 def test_a_neighbourhood_that_frees_every_job_is_left_to_the_proof(monkeypatch):
-    """A key every planned job uses (a team budget's row) would free the whole plan:
-    that neighbourhood is the program again, without the face's cuts (a saved
-    20-job program under $25/h: 3-11 s of the plan's time); it is skipped, and the
-    other keys' are not."""
+    """A key every column uses (a team budget's row) would free every job: that
+    neighbourhood is the program again, without the face's cuts (a saved 20-job
+    program under $25/h: 3-11 s of the plan's time); it is skipped, and the other
+    keys' are not."""
     from deepvm.planner import _highs as highs
     from deepvm.planner._highs import Deadline
     from deepvm.planner.fleet import _neighbourhoods
