@@ -89,14 +89,15 @@ FIRST_SEARCH_SHARE = 0.7
 # there, alike (seeds 0-3: plans 128.085-128.183 before, 128.091-128.159 after). At
 # 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
 FIRST_SEARCH_GAP = 2e-5
-# Under a team budget that binds, the value searches branch on "how many of a class's
-# jobs take a cluster worth at least v" too (fleet_model.ValueLadders), for this many
+# Under a team budget that binds, the searches branch on "how many of a class's jobs
+# take a cluster worth at least v" too (fleet_model.ValueLadders), for this many
 # values v per class at most, evenly spread. Saved three-cloud programs of 10-30 jobs
 # under $25 and $60/h (benchmarks/fleet.py --replay, 30 s): two that stopped at the
-# limit unproven (20 jobs: 54 and 57 s of CPU) were proven in 26-27 s, and the rest
-# took 2.6-9.0 s where they took 2.3-32.9 s. With every value a ladder, a 10-job
-# program whose proof ran over 1,427 columns took 6.9 s (2.3 s without); with 8 or
-# 3 per class, one of the two stopped ones stayed unproven.
+# limit unproven (20 jobs: 53 and 57 s of CPU) were proven in 21-25 s, six others
+# took 1.6-9.2 s where they took 3.4-34 s, one 3.1 s where it took 2.5 s. With
+# every value a ladder, a 10-job program whose proof ran over 1,427 columns took
+# 6.9 s (2.3 s without); with 8 or 3 per class, one of the two stopped ones stayed
+# unproven.
 LADDERS_PER_CLASS = 16
 # The share of the time that the team budget's dynamic program (_knapsack) may take:
 # where the quotas bind too, its plan breaks them and the integer program goes on.
