@@ -586,3 +586,26 @@ def test_value_ladders_go_to_highs_as_sums_unless_too_many_non_zeros(monkeypatch
     chained = ladders.chained(columns)
     assert (links != chained[0]).nnz == 0 and (steps != chained[1]).nnz == 0
     assert links.nnz < sums.nnz and np.array_equal(bounds, upper)
+
+
+def test_an_integer_program_with_value_ladders_keeps_its_optimum_and_its_columns():
+    """With ladders (and a start, their values then its sums), the integer program
+    answers over its columns alone, with the optimum it has without them."""
+    from deepvm.planner._highs import Deadline
+    from deepvm.planner.fleet import _model
+    from deepvm.planner.fleet._model import ValueLadders
+
+    weight, cost, owner, usage, capacity, _, count = regional_program(2, True)
+    columns = np.arange(len(owner))
+    limits = sp.vstack([usage, sp.csr_matrix(cost)]).tocsc()  # the quotas and a budget
+    room = np.append(capacity, 0.3 * cost.max() * count.sum())
+    rows = [_model.PerClass(owner, count), _model.SharedLimits(limits, room, count[owner])]
+    answers = []
+    for ladders in (None, ValueLadders(weight, owner, count, per_class=4)):
+        out = _model.solve_integer(
+            weight, True, rows, columns, count[owner], start=np.zeros(len(columns)),
+            deadline=Deadline(60), feasibility_tolerance=1e-9, presolve=True, ladders=ladders,
+        )  # fmt: skip
+        assert out.status == "optimal" and len(out.values) == len(columns)
+        answers.append(float(weight @ np.round(out.values)))
+    assert answers[0] == pytest.approx(answers[1], rel=1e-9)

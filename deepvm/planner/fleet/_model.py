@@ -228,23 +228,20 @@ def solve_integer(
     goal = objective[columns] @ x
     problem = cp.Problem(cp.Maximize(goal) if maximise else cp.Minimize(goal), rows)
     data, _, _ = problem.get_problem_data(cp.HIGHS)
-
     compile_s = time.perf_counter() - began
     # The standard form: minimise c @ x subject to A x <= b (no equalities), x in
     # its bounds; z is the one variable, the columns first and in order.
     if data["dims"].zero or len(data["c"]) != len(bounds):
         raise AssertionError("the fleet program compiled to an unexpected standard form")
-
-    def ladders_at(plan: FloatArray) -> FloatArray:
-        return ladders.rows(columns)[0] @ plan if ladders is not None else plan[:0]
-
+    if start is not None and ladders is not None:  # the ladders' values at the start
+        start = np.concatenate([start, ladders.rows(columns)[0] @ start])
     out = highs.solve(
         np.asarray(data["c"], dtype=float),
         data["A"],
         np.asarray(data["b"], dtype=float),
         maximise=False,
         integer=True,
-        start=None if start is None else np.concatenate([start, ladders_at(start)]),
+        start=start,
         presolve=presolve,
         feasibility_tolerance=feasibility_tolerance,
         column_upper=bounds,  # z's own bounds, as stated

@@ -196,12 +196,12 @@ def solve(
     # 3. The integer program: over the generated columns, then every one that can beat it.
     began = time.perf_counter()
     program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
-    # A heuristic step (its plan only sets how many columns the next one keeps), so
-    # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
-    # otherwise take the whole limit and leave the next step without a plan's help.
     # Under a team budget that binds, the searches branch on value ladders too
     # (fleet_model.ValueLadders): the LP spreads jobs over dearer and cheaper clusters.
     program = dataclasses.replace(program, ladders=row is not None)
+    # A heuristic step (its plan only sets how many columns the next one keeps), so
+    # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
+    # otherwise take the whole limit and leave the next step without a plan's help.
     first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
     status, found, first_bound = first.solve(  # its columns only
         lp.generated, maximise=True, start=plan, relative_gap=FIRST_SEARCH_GAP
