@@ -153,8 +153,8 @@ class ValueLadders:
         under $25/h, seeds 1-3: 1 of 3 proven against none, 3.7 s against 8.8 s),
         up to NESTED_NONZEROS; past it ``chained``, each column in one row: as
         sums, the ladders of 14,000 columns (110,000 non-zeros) kept HiGHS in its
-        root's cut separation for 118 s past its deadline (its separators do not
-        ask the interrupt callback)."""
+        root's cut separation for 118 s, some 90 s past its deadline (its
+        separators do not ask the interrupt callback)."""
         matrix, upper = self.rows(columns)
         if matrix.nnz <= NESTED_NONZEROS:
             return matrix, sp.identity(len(upper), format="csr"), upper
