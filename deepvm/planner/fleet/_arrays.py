@@ -41,6 +41,11 @@ class ProgramArrays:
         """``resources`` by rows (csr)."""
         return self.resources.tocsr()
 
+    def every_column_uses(self, key: int) -> bool:
+        """Whether every column takes something of ``key`` (a team budget's row:
+        every cluster costs something)."""
+        return bool(self.by_key[key].nnz == len(self.weight))
+
     def value(self, plan: np.ndarray) -> float:
         """What ``plan`` (columns, one per job that takes it) is worth."""
         return float(self.weight[plan].sum())

@@ -43,8 +43,8 @@ def budget_row(arrays: ProgramArrays, cost: FloatArray) -> int | None:
     most = best_per_class(arrays.weight, owner, np.arange(len(owner)), 1)
     plan = np.repeat(most, count[owner[most]].astype(np.int64))
     for q in np.flatnonzero(arrays.used_by(plan) > arrays.capacity):
-        row = arrays.by_key[int(q)]
-        if row.nnz == len(cost):  # every column costs something
+        if arrays.every_column_uses(int(q)):
+            row = arrays.by_key[int(q)]
             full = np.zeros(len(cost))
             full[row.indices] = row.data
             if np.array_equal(full, cost):

@@ -198,7 +198,11 @@ def solve(
     program = program.with_cuts(lp.cuts, lp.cut_rhs)  # the MIP starts from the tighter bound
     # Under a team budget that binds, the searches branch on value ladders too
     # (fleet_model.ValueLadders): the LP spreads jobs over dearer and cheaper clusters.
-    program = dataclasses.replace(program, ladders=row is not None)
+    if row is not None:
+        ladders = fleet_model.ValueLadders(
+            arrays.weight, arrays.owner, arrays.count, LADDERS_PER_CLASS
+        )
+        program = dataclasses.replace(program, ladders=ladders)
     # A heuristic step (its plan only sets how many columns the next one keeps), so
     # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
     # otherwise take the whole limit and leave the next step without a plan's help.
@@ -292,7 +296,7 @@ class _Program:
     cuts: Any = None  # csr, cuts x columns: valid inequalities the MIP gets as rows
     cut_rhs: FloatArray | None = None
     timing: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds, by step
-    ladders: bool = False  # the searches branch on value ladders too (a budget binds)
+    ladders: fleet_model.ValueLadders | None = None  # branched on too (a budget binds)
 
     def with_cuts(self, cuts: Any, rhs: FloatArray) -> _Program:
         return dataclasses.replace(self, cuts=cuts, cut_rhs=rhs)
@@ -427,7 +431,7 @@ class _Program:
                 relative_gap=relative_gap if maximise else COST_STAGE_GAP,
                 # Value ladders to branch on, under a binding team budget
                 # (fleet_model.ValueLadders).
-                ladders=self._ladders() if self.ladders else None,
+                ladders=self.ladders,
             )
             if out.status == INFEASIBLE and start is not None:
                 # none as good as the known plan: it is the best
@@ -441,10 +445,6 @@ class _Program:
                 return out.status, plan, out.bound
         assert out is not None
         return out.status, None, out.bound
-
-    def _ladders(self) -> fleet_model.ValueLadders:
-        a = self.arrays
-        return fleet_model.ValueLadders(a.weight, a.owner, a.count, LADDERS_PER_CLASS)
 
     def _cutoff(self, start: np.ndarray | None, maximise: bool) -> float | None:
         if start is None:
