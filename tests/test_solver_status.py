@@ -92,6 +92,31 @@ def test_highs_statuses_of_the_fleet_program():
     assert limited.status in (highs.LIMIT_NO_INCUMBENT, highs.LIMIT_WITH_INCUMBENT)
 
 
+@pytest.mark.parametrize("maximise", [True, False])
+def test_a_cutoff_keeps_only_plans_better_than_it_either_way(maximise):
+    """``cutoff``: only plans better than it are sought, none is ``infeasible``. HiGHS
+    reads its option on the objective it minimises, a maximisation's negation: a
+    maximisation's own cutoff, passed as it was, cut nothing off (the fleet's
+    neighbourhoods searched without theirs)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from deepvm.planner import _highs as highs
+
+    rows = sp.csr_matrix(np.array([[1.0, 1.0, 1.0], [2.0, 3.0, 4.0]]))
+    sign = 1.0 if maximise else -1.0  # the same plans; the best is worth 3 either way
+    value = sign * np.array([3.0, 2.0, 5.0])
+
+    def solve(cutoff: float):  # type: ignore[no-untyped-def]
+        return highs.solve(value, rows, np.array([1.0, 3.0]), maximise=maximise,
+                           integer=True, cutoff=sign * cutoff)  # fmt: skip
+
+    below, above = solve(2.5), solve(3.5)
+    assert below.status == highs.OPTIMAL and below.objective == pytest.approx(sign * 3.0)
+    assert np.round(below.values).tolist() == [1, 0, 0]
+    assert above.status == highs.INFEASIBLE and above.values.size == 0
+
+
 def test_the_searches_without_probing_or_sub_mips_find_the_same_optimum():
     """``probing=False`` (the fleet's value search) leaves two presolve rules out and
     ``sub_mips=False`` (its cost stage) HiGHS's sub-MIP heuristics, never the answer:

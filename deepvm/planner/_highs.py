@@ -148,7 +148,7 @@ def solve(
     h = _quiet_highs()
     h.setOptionValue("mip_rel_gap", float(relative_gap))
     if cutoff is not None:
-        h.setOptionValue("objective_bound", float(cutoff))
+        h.setOptionValue("objective_bound", _objective_bound(cutoff, maximise))
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("mip_feasibility_tolerance", feasibility_tolerance)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tolerance)
@@ -197,6 +197,13 @@ def solve(
         seconds,
         bound,
     )
+
+
+def _objective_bound(cutoff: float, maximise: bool) -> float:
+    """HiGHS's ``objective_bound`` for "only plans better than ``cutoff``": HiGHS
+    minimises internally and reads the option on that objective, the negation of a
+    maximisation's (HiGHS 1.x: a maximisation's own value there cut nothing off)."""
+    return -float(cutoff) if maximise else float(cutoff)
 
 
 def _quiet_highs() -> Any:
@@ -252,18 +259,18 @@ def root_cuts(
     upper: FloatArray,  # every row is `rows @ x <= upper`
     column_upper: FloatArray,
     *,
-    cutoff: float,
     deadline: Deadline,
 ) -> tuple[Any, FloatArray]:
     """The cuts HiGHS's root finds for ``max objective @ x`` (x integer, within the
-    rows and 0 <= x <= column_upper) over the plans worth more than ``cutoff``: the
-    rows of its LP after its cut rounds, ``cuts @ x <= rhs`` (csr, cuts x columns).
-    Valid for every such plan, and only for those: its reduced-cost fixing uses
-    the cutoff. Without presolve (so that they are over these columns) and without
-    symmetry handling (which keeps one of each set of symmetric plans, and the
-    caller tells such plans apart by another objective); HiGHS is stopped once it
-    has handed them over. None found (the root proved it all, or the deadline
-    passed first): no rows."""
+    rows and 0 <= x <= column_upper): the rows of its LP after its cut rounds,
+    ``cuts @ x <= rhs`` (csr, cuts x columns), valid for every such x. Without a
+    cutoff: given the best plan's value as one (``_objective_bound``), HiGHS's
+    root handed over fewer cuts, and the fleet's face kept more columns (the
+    saved three-cloud 100-job program: 2,236 instead of 468). Without presolve
+    (so that they are over these columns) and without symmetry handling (which
+    keeps one of each set of symmetric plans, and the caller tells such plans
+    apart by another objective); HiGHS is stopped once it has handed them over.
+    None found (the root proved it all, or the deadline passed first): no rows."""
     import scipy.sparse as sp
 
     n = len(objective)
@@ -271,7 +278,6 @@ def root_cuts(
     h = _quiet_highs()
     h.setOptionValue("presolve", "off")
     h.setOptionValue("mip_detect_symmetry", False)
-    h.setOptionValue("objective_bound", float(cutoff))
     for option in SUB_MIP_HEURISTICS:
         h.setOptionValue(option, False)
     # Only its cuts are wanted: none of its effort goes to finding plans (measured,

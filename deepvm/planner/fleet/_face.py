@@ -8,17 +8,17 @@ relaxation's bound z and reduced costs r leave out the columns k with z + r_k <
 floor, but z (with our MIR cuts) is still well above the best value (three clouds,
 100 jobs: 153.49 against 153.27), so most columns stay, and the cost stage's own
 relaxation is weak (there: 6,768 columns, its LP 2.7 % under the least cost,
-5.5-8.5 s to prove it over HiGHS seeds). HiGHS's root, given the floor as its cutoff,
-finds cuts that bring the value's bound to within a few thousandths of the best
-value. With them as rows the same reduced-cost argument leaves a sixth of the
-columns (6,819 -> 1,077 -> 1,059 in two rounds; 1,000 jobs: 57,504 -> 4,927 ->
-4,330), and the cuts, valid for every plan worth at least the floor, are rows of
-the proof and the cost stage too.
+5.5-8.5 s to prove it over HiGHS seeds). HiGHS's root (``highs.root_cuts``, without
+a cutoff) finds cuts that bring the value's bound to within a few thousandths of
+the best value. With them as rows the same reduced-cost argument leaves a sixth
+of the columns (6,819 -> 1,077 -> 1,059 in two rounds; 1,000 jobs: 57,504 ->
+4,927 -> 4,330), and the cuts, valid for every plan, are rows of the proof and
+the cost stage too.
 
-Valid because HiGHS runs without presolve (its cuts are over these columns) and
-without symmetry handling (which would keep one of a set of plans equal in value
-but not in cost); its cutoff sits a margin under the floor, so that no plan of
-the floor's value is lost to its tolerances.
+Valid because HiGHS runs without presolve (its cuts are over these columns), without
+symmetry handling (which would keep one of a set of plans equal in value but not in
+cost) and without a cutoff (its cuts hold for every plan, not only for those above
+one).
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ from deepvm.planner.offers import FloatArray
 # Rounds of (HiGHS's root cuts, then the reduced-cost filter) at most; each round
 # starts from the columns the last one kept, with every cut found so far.
 ROUNDS = 2
-# HiGHS's cutoff, this much (relative) under the floor: wide of its tolerances (1e-6).
-CUTOFF_MARGIN = 1e-5
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,6 @@ def narrowed(
     columns = np.union1d(columns, plan).astype(np.int64)
     found = sp.csr_matrix((0, size))
     found_rhs = np.zeros(0)
-    cutoff = floor - CUTOFF_MARGIN * max(1.0, abs(floor))
     margin = 1e-6 * max(1.0, abs(floor))  # float noise in the duals, as the relaxation's
     for _ in range(ROUNDS):
         if deadline.passed():
@@ -84,9 +81,7 @@ def narrowed(
         cut_sets = [known, (found, found_rhs)]
         matrix, upper = _rows(program, cut_sets, columns)
         bounds = count[owner[columns]]
-        new, new_rhs = highs.root_cuts(
-            weight[columns], matrix, upper, bounds, cutoff=cutoff, deadline=deadline
-        )
+        new, new_rhs = highs.root_cuts(weight[columns], matrix, upper, bounds, deadline=deadline)
         if not new.shape[0]:
             break
         # The plan is worth the floor, so every valid cut holds for it: one that does
