@@ -44,6 +44,62 @@ def test_an_exchange_of_three_jobs_that_no_single_move_finds():
     assert PROGRAM.holds(better)
 
 
+# Two jobs in one region, its GPU key and its vCPU key (capacity 8 each). Each job is on
+# the key the other's faster cluster needs; a third cluster of job A's takes a little
+# of both keys, which links them (ProgramArrays.key_groups).
+#                      a-gpu a-cpu a-both b-cpu b-gpu
+REGION_WEIGHT = np.array([1.0, 1.2, 0.5, 1.0, 1.2])
+REGION_OWNER = np.array([0, 0, 0, 1, 1])
+REGION_USAGE = sp.csc_matrix(np.array([
+    [8.0, 0.0, 1.0, 0.0, 8.0],  # GPU key: 8
+    [0.0, 8.0, 1.0, 8.0, 0.0],  # vCPU key: 8
+]))  # fmt: skip
+REGION = ProgramArrays(REGION_WEIGHT, REGION_OWNER, np.ones(2), REGION_USAGE, np.array([8.0, 8.0]))
+
+
+def test_an_exchange_across_a_region_s_keys_that_no_key_alone_finds(monkeypatch):
+    """The plan (A on the GPU key, B on the vCPU key) fills both keys. Each key's own
+    neighbourhood frees one job, whose faster cluster needs the other key: no gain.
+    The region's (both keys, linked by A's third cluster) frees both: they swap."""
+    plan = np.array([0, 3])
+    assert [group.tolist() for group in REGION.key_groups] == [[0, 1]]
+    every = np.arange(len(REGION_WEIGHT))
+    for key in (0, 1):
+        assert neighbourhoods._replan(REGION, plan, np.array([key]), every, Deadline(60)) is None
+    better = neighbourhoods.improve(REGION, plan, lambda _v: every, Deadline(60))
+    assert sorted(better.tolist()) == [1, 4]
+    assert REGION.holds(better) and REGION_WEIGHT[better].sum() == pytest.approx(2.4)
+    # Only where the keys' own found nothing: the three-job exchange above is found
+    # by its key, and no group's neighbourhood is tried.
+    tried: list[list[int]] = []
+    real = neighbourhoods._replan
+
+    def spy(program, plan, keys, columns, deadline):  # type: ignore[no-untyped-def]
+        tried.append(keys.tolist())
+        return real(program, plan, keys, columns, deadline)
+
+    monkeypatch.setattr(neighbourhoods, "_replan", spy)
+    neighbourhoods.improve(PROGRAM, np.array([0, 2, 4]), every_column, Deadline(60))
+    assert tried and all(len(keys) == 1 for keys in tried)
+
+
+def test_key_groups_leave_out_a_key_every_column_uses():
+    """A team budget's row (every cluster costs something) would link every key: it is
+    in no group, and the quotas keep their own groups."""
+    budget = np.ones(len(REGION_WEIGHT))
+    lone = np.array([0.0, 0.0, 0.0, 0.0, 4.0])  # a key of B's GPU cluster alone
+    usage = sp.csc_matrix(np.vstack([REGION_USAGE.toarray(), budget, lone]))
+    program = ProgramArrays(
+        REGION_WEIGHT, REGION_OWNER, np.ones(2), usage, np.array([8, 8, 2, 4.0])
+    )
+    assert [group.tolist() for group in program.key_groups] == [[0, 1, 3]]
+    separate = sp.csc_matrix(np.vstack([REGION_USAGE.toarray()[:1], budget, lone]))
+    program = ProgramArrays(
+        REGION_WEIGHT, REGION_OWNER, np.ones(2), separate, np.array([8, 2, 4.0])
+    )
+    assert [group.tolist() for group in program.key_groups] == [[0, 2]]
+
+
 def test_no_time_left_keeps_the_plan():
     plan = np.array([0, 2, 4])
     gone = Deadline(0.0, lambda: 0.0)

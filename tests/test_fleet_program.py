@@ -540,9 +540,9 @@ def test_a_neighbourhood_that_frees_every_job_is_left_to_the_proof(monkeypatch):
 
     monkeypatch.setattr(highs, "solve", spy)
     columns = np.arange(4)
-    assert _neighbourhoods._replan(program, plan, 1, columns, Deadline(60)) is None
+    assert _neighbourhoods._replan(program, plan, np.array([1]), columns, Deadline(60)) is None
     assert calls == []  # the budget's neighbourhood: no integer program
-    _neighbourhoods._replan(program, plan, 0, columns, Deadline(60))
+    _neighbourhoods._replan(program, plan, np.array([0]), columns, Deadline(60))
     assert calls == [1]  # the quota's, on the first class alone
 
 

@@ -41,6 +41,20 @@ class ProgramArrays:
         """``resources`` by rows (csr)."""
         return self.resources.tocsr()
 
+    @functools.cached_property
+    def key_groups(self) -> list[np.ndarray]:
+        """The keys in groups linked by columns that take from several of them (a
+        cloud region's quotas: a cluster takes its GPUs, its vCPUs and, on Azure,
+        its family's), each group ascending. A key every column uses (a team
+        budget's row) is in none: it would link them all."""
+        from scipy.sparse.csgraph import connected_components
+
+        per_key = np.diff(self.by_key.indptr)
+        keys = np.flatnonzero(per_key < len(self.weight))
+        pattern = self.by_key[keys].astype(bool).astype(np.int64)
+        groups, label = connected_components(pattern @ pattern.T, directed=False)
+        return [keys[label == group] for group in range(groups)]
+
     def every_column_uses(self, key: int) -> bool:
         """Whether every column takes something of ``key`` (a team budget's row:
         every cluster costs something)."""

@@ -5,13 +5,21 @@ classes the plan places on that key are planned again over every column that can
 still beat the plan, within what the other picks leave of every shared limit; a
 plan worth more replaces the one in hand. Passes go on until one gains nothing or
 the step's deadline passes; a pass stops early after STALL neighbourhoods in a
-row that gain nothing.
+row that gain nothing. Where no single key's neighbourhood gains, the same over
+groups of linked keys (``ProgramArrays.key_groups``: a cloud region's quotas),
+each with a key nearly full: the classes on any key of the group.
 
 Why: the plan the first search finds over the generated columns is often an
 exchange of two or three jobs short of the optimum (three clouds, 100 jobs: one
 job moved to a slower cluster under another quota frees room for two to move to
 faster ones), and the proof that follows is several times slower from that plan
-than from the optimum (benchmarks/fleet.py --replay). Each neighbourhood is a
+than from the optimum (benchmarks/fleet.py --replay). The exchange can span a
+region's keys: a job that leaves the region's vCPU key for its GPU key frees room
+for another that needs the vCPUs, and neither key's own neighbourhood frees both
+(the saved 100-job `--heavy` program, HiGHS seed 3: no single key gained, the
+region's neighbourhood found the optimum, 161.3304 -> 161.3653, in 0.6 s, and the
+proof went 11 s -> 2 s; at 1,000 jobs, where they gained nothing, they took 1.2 s,
+so they run only where the single keys gained nothing). Each neighbourhood is a
 small integer program whose rows the program's constraint objects build; it goes
 to HiGHS directly, as the relaxation's does, without cvxpy's compile per solve."""
 
@@ -26,6 +34,7 @@ from deepvm.planner import _highs as highs
 from deepvm.planner._highs import LIMIT_WITH_INCUMBENT, OPTIMAL, Deadline
 from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.fleet._model import PerClass, SharedLimits
+from deepvm.planner.offers import FloatArray
 
 __all__ = ["FULL", "GAIN", "STALL", "improve"]
 
@@ -50,39 +59,77 @@ def improve(
     the module docstring) until none gains or ``deadline`` passes. ``competitive``:
     the columns that can be in a plan worth at least a value (the relaxation's
     reduced costs). Always a feasible plan, worth at least ``plan``."""
-    plan = np.asarray(plan, dtype=np.int64)
+    plan, gained = _passes(program, np.asarray(plan, dtype=np.int64), competitive, deadline, _keys)
+    if gained:
+        return plan
+    while not deadline.passed():  # none of the keys' own gained: their groups'
+        plan, gained = _passes(program, plan, competitive, deadline, _key_groups)
+        if not gained:
+            break
+        plan, _ = _passes(program, plan, competitive, deadline, _keys)
+    return plan
+
+
+def _keys(program: ProgramArrays, slack: FloatArray) -> list[np.ndarray]:
+    """Each key the plan leaves nearly full (under FULL), tightest first."""
+    order = np.argsort(slack, kind="stable")
+    return [np.array([key]) for key in order if slack[key] < FULL]
+
+
+def _key_groups(program: ProgramArrays, slack: FloatArray) -> list[np.ndarray]:
+    """Each group of linked keys with a key the plan leaves nearly full, the group of
+    the tightest key first."""
+    groups = [group for group in program.key_groups if len(group) > 1]
+    tightest = [float(slack[group].min()) for group in groups]
+    order = np.argsort(tightest, kind="stable")
+    return [groups[i] for i in order if tightest[i] < FULL]
+
+
+def _passes(
+    program: ProgramArrays,
+    plan: np.ndarray,
+    competitive: Callable[[float], np.ndarray],
+    deadline: Deadline,
+    neighbourhoods: Callable[[ProgramArrays, FloatArray], list[np.ndarray]],
+) -> tuple[np.ndarray, bool]:
+    """Passes over ``neighbourhoods`` (sets of keys, for the plan's share of each key
+    left free) until one gains nothing: the plan, and whether any gained."""
     capacity = program.capacity
-    gained = True
+    gained, any_gained = True, False
     while gained and not deadline.passed():
         gained = False
         columns = competitive(program.value(plan))
         used = program.used_by(plan)
         slack = np.where(capacity > 0, (capacity - used) / np.maximum(capacity, 1e-12), np.inf)
         fruitless = 0
-        for key in np.argsort(slack, kind="stable"):
-            if not slack[key] < FULL or fruitless >= STALL or deadline.passed():
+        for keys in neighbourhoods(program, slack):
+            if fruitless >= STALL or deadline.passed():
                 break
-            better = _replan(program, plan, int(key), columns, deadline)
+            better = _replan(program, plan, keys, columns, deadline)
             fruitless = 0 if better is not None else fruitless + 1
             if better is not None:
-                plan, gained = better, True
-    return plan
+                plan, gained, any_gained = better, True, True
+    return plan, any_gained
 
 
 def _replan(
-    program: ProgramArrays, plan: np.ndarray, key: int, columns: np.ndarray, deadline: Deadline
+    program: ProgramArrays,
+    plan: np.ndarray,
+    keys: np.ndarray,
+    columns: np.ndarray,
+    deadline: Deadline,
 ) -> np.ndarray | None:
-    """The plan with the classes on ``key`` planned again (module docstring), or
-    None where that gains nothing (or HiGHS finds nothing in time)."""
+    """The plan with the classes on any of ``keys`` planned again (module docstring),
+    or None where that gains nothing (or HiGHS finds nothing in time)."""
     weight, owner, count = program.weight, program.owner, program.count
-    on_key = program.by_key[key][:, plan].toarray().ravel() > 0
-    classes = np.unique(owner[plan[on_key]])
-    freed = np.isin(owner[plan], classes)
-    if program.every_column_uses(key):
+    if any(program.every_column_uses(int(key)) for key in keys):
         # A key every column uses (a team budget's row) frees every job: the whole
         # program again, the proof's work without the face's cuts (a saved 20-job
         # program under $25/h: 3-11 s here).
         return None
+    on_keys = np.asarray(program.by_key[keys][:, plan].sum(axis=0)).ravel() > 0
+    classes = np.unique(owner[plan[on_keys]])
+    freed = np.isin(owner[plan], classes)
     kept, current = plan[~freed], plan[freed]
     candidates = np.union1d(columns[np.isin(owner[columns], classes)], current)
     floor = float(weight[current].sum()) + GAIN * max(abs(program.value(plan)), 1.0)
