@@ -16,10 +16,11 @@ faster ones), and the proof that follows is several times slower from that plan
 than from the optimum (benchmarks/fleet.py --replay). The exchange can span a
 region's keys: a job that leaves the region's vCPU key for its GPU key frees room
 for another that needs the vCPUs, and neither key's own neighbourhood frees both
-(the saved 100-job `--heavy` program, HiGHS seed 3: no single key gained, the
-region's neighbourhood found the optimum, 161.3304 -> 161.3653, in 0.6 s, and the
-proof went 11 s -> 2 s; at 1,000 jobs, where they gained nothing, they took 1.2 s,
-so they run only where the single keys gained nothing). Each neighbourhood is a
+(the saved 100-job `--heavy` program, HiGHS seeds 3-4: no single key gained, the
+region's neighbourhood found the optimum, 161.3304 -> 161.3653, and the whole
+solve went 13.9 -> 10.1 s and 21.3 -> 12.6 s of CPU; at 1,000 jobs, where they
+gained nothing, they took 1.2-1.5 s, so they run only where the single keys gained
+nothing). Each neighbourhood is a
 small integer program whose rows the program's constraint objects build; it goes
 to HiGHS directly, as the relaxation's does, without cvxpy's compile per solve."""
 
