@@ -98,6 +98,10 @@ def test_key_groups_leave_out_a_key_every_column_uses():
         REGION_WEIGHT, REGION_OWNER, np.ones(2), separate, np.array([8, 2, 4.0])
     )
     assert [group.tolist() for group in program.key_groups] == [[0, 2]]
+    alone = ProgramArrays(
+        REGION_WEIGHT, REGION_OWNER, np.ones(2), sp.csc_matrix(budget), np.ones(1)
+    )
+    assert alone.key_groups == []
 
 
 def test_no_time_left_keeps_the_plan():

@@ -49,8 +49,8 @@ class ProgramArrays:
         budget's row) is in none: it would link them all."""
         from scipy.sparse.csgraph import connected_components
 
-        per_key = np.diff(self.by_key.indptr)
-        keys = np.flatnonzero(per_key < len(self.weight))
+        linkable = [k for k in range(len(self.capacity)) if not self.every_column_uses(k)]
+        keys = np.array(linkable, dtype=np.int64)
         pattern = self.by_key[keys].astype(bool).astype(np.int64)
         groups, label = connected_components(pattern @ pattern.T, directed=False)
         return [keys[label == group] for group in range(groups)]
