@@ -483,7 +483,8 @@ def test_value_ladders_count_each_class_s_jobs_above_each_of_its_values():
 def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monkeypatch):
     """Where a team budget binds (and the quotas too, so the integer programs run),
     every search gets value ladders to branch on (fleet_model.ValueLadders), the
-    cost stage too; without a budget, none does. The plans are milp's."""
+    cost stage too, and no neighbourhoods run; without a budget, no search gets
+    ladders and the neighbourhoods run. The plans are milp's."""
     from deepvm.planner.fleet import _model as fleet_model
 
     asked: list[tuple[bool, bool]] = []
@@ -494,13 +495,22 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
         return real(objective, maximise, *args, **kwargs)
 
     monkeypatch.setattr(fleet_model, "solve_integer", spy)
-    laddered = 0
+    improved: list[int] = []
+    real_improve = fleet_program.neighbourhoods.improve
+
+    def improve(*args, **kwargs):  # type: ignore[no-untyped-def]
+        improved.append(1)
+        return real_improve(*args, **kwargs)
+
+    monkeypatch.setattr(fleet_program.neighbourhoods, "improve", improve)
+    laddered = neighboured = 0
     for seed in (0, 2, 4, 6):
         weight, cost, owner, usage, capacity, _, count = regional_program(seed, True)
         order = np.lexsort((cost, -weight, owner))
         most = order[np.searchsorted(owner[order], np.arange(len(count)))]
         for budget in (0.5 * float(cost[most] @ count), None):
             asked.clear()
+            improved.clear()
             result = solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
             best, least = lexicographic_milp(weight, cost, owner, usage, capacity, budget, count)
             assert result.status == result.cost_status == "optimal", seed
@@ -508,10 +518,14 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
             assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
             if budget is None:
                 assert not any(ladders for _, ladders in asked), seed
+                assert improved == [1] or not asked, seed  # the neighbourhoods ran
+                neighboured += len(improved)
             else:
                 assert all(ladders for _, ladders in asked), (seed, asked)
+                assert improved == [], seed  # no neighbourhoods under the budget
                 laddered += any(ladders for _, ladders in asked)
     assert laddered >= 2  # the integer programs ran under a budget, with ladders
+    assert neighboured >= 2  # and without one, after the neighbourhoods
 
 
 def test_a_neighbourhood_that_frees_every_job_is_left_to_the_proof(monkeypatch):

@@ -34,7 +34,7 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
 4. The cost stage over the face's columns, with its cuts, its least cost proven
    to COST_STAGE_GAP.
 Under a team budget that binds, every integer program branches on value ladders
-too (``fleet_model.ValueLadders``, LADDERS_PER_CLASS).
+too (``fleet_model.ValueLadders``, LADDERS_PER_CLASS), and no neighbourhoods run.
 A deadline (``highs.Deadline``) stops any step; the best plan known is returned
 with status ``limit_with_incumbent`` and the best bound known (``bound``: the
 relaxation's, or a stopped proof's, which bounds every plan as good).
@@ -213,9 +213,16 @@ def solve(
     if found is not None:
         plan = arrays.better(plan, found)
     # Its plan is often an exchange of a few jobs short of the best, and the proof is
-    # several times slower from there: neighbourhoods first (_neighbourhoods).
+    # several times slower from there: neighbourhoods first (_neighbourhoods). Not
+    # under a team budget that binds: what the budget leaves each neighbourhood is a
+    # knapsack row that made them slow (one of a 30-job $25/h program's took 24 s
+    # alone), and the searches with ladders did without them (the saved 10-30-job
+    # programs under $25 and $60/h, HiGHS seeds 1-2: 181.7 -> 166.9 s of CPU over
+    # 15 runs, 12 faster, the same plans).
     local = time.perf_counter()
-    plan = neighbourhoods.improve(arrays, plan, lp.competitive, deadline.share(NEIGHBOURHOOD_SHARE))
+    if row is None:
+        share = deadline.share(NEIGHBOURHOOD_SHARE)
+        plan = neighbourhoods.improve(arrays, plan, lp.competitive, share)
     stages["neighbourhoods"] = time.perf_counter() - local  # within "value"
 
     def narrow(plan: np.ndarray) -> _face.Face:
