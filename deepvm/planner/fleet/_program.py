@@ -216,7 +216,7 @@ def solve(
     # several times slower from there: neighbourhoods first (_neighbourhoods). Not
     # under a team budget that binds: what the budget leaves each neighbourhood is a
     # knapsack row that made them slow (one of a 30-job $25/h program's took 24 s
-    # alone), and the searches with ladders did without them (the saved 10-30-job
+    # alone), and the searches with ladders did without them (the saved 20- and 30-job
     # programs under $25 and $60/h, HiGHS seeds 1-2: 181.7 -> 166.9 s of CPU over
     # 15 runs, 12 faster, the same plans).
     local = time.perf_counter()
