@@ -158,17 +158,13 @@ class ValueLadders:
         matrix, upper = self.rows(columns)
         if matrix.nnz <= NESTED_NONZEROS:
             return matrix, sp.identity(len(upper), format="csr"), upper
-        return self._chain(matrix, upper, columns)
+        return self.chained(columns)
 
     def chained(self, columns: np.ndarray) -> tuple[Any, Any, FloatArray]:
         """The ladders as rows of ``links @ x == steps @ y``, each the one before it
         in its class plus the columns between their two values: each column in one
         row, not in every ladder above it."""
-        return self._chain(*self.rows(columns), columns)
-
-    def _chain(
-        self, matrix: Any, upper: FloatArray, columns: np.ndarray
-    ) -> tuple[Any, Any, FloatArray]:
+        matrix, upper = self.rows(columns)
         heads = matrix.indices[matrix.indptr[:-1]]  # a column of each (none is empty)
         group = self.owner[columns[heads]]
         # the ladder before it in its class: the previous row, where the class is the same
