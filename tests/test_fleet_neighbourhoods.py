@@ -57,7 +57,7 @@ REGION_USAGE = sp.csc_matrix(np.array([
 REGION = ProgramArrays(REGION_WEIGHT, REGION_OWNER, np.ones(2), REGION_USAGE, np.array([8.0, 8.0]))
 
 
-def test_an_exchange_across_a_region_s_keys_that_no_key_alone_finds(monkeypatch):
+def test_an_exchange_across_a_region_s_keys_that_no_key_alone_finds():
     """The plan (A on the GPU key, B on the vCPU key) fills both keys. Each key's own
     neighbourhood frees one job, whose faster cluster needs the other key: no gain.
     The region's (both keys, linked by A's third cluster) frees both: they swap."""
@@ -69,8 +69,35 @@ def test_an_exchange_across_a_region_s_keys_that_no_key_alone_finds(monkeypatch)
     better = neighbourhoods.improve(REGION, plan, lambda _v: every, Deadline(60))
     assert sorted(better.tolist()) == [1, 4]
     assert REGION.holds(better) and REGION_WEIGHT[better].sum() == pytest.approx(2.4)
-    # Only where the keys' own found nothing: the three-job exchange above is found
-    # by its key, and no group's neighbourhood is tried.
+
+
+def test_a_region_s_exchange_after_a_key_s_own_gained():
+    """Both programs above side by side (keys 0-1, then the region's 2-3): key 0's
+    own neighbourhood finds the three-job exchange; the region's keys gain nothing
+    alone, and its group's neighbourhood, tried once the keys gain no more, swaps
+    its two jobs."""
+    usage = sp.block_diag([USAGE, REGION_USAGE]).tocsc()
+    both = ProgramArrays(
+        np.concatenate([WEIGHT, REGION_WEIGHT]), np.concatenate([OWNER, REGION_OWNER + 3]),
+        np.ones(5), usage, np.concatenate([CAPACITY, [8.0, 8.0]]),
+    )  # fmt: skip
+    assert [group.tolist() for group in both.key_groups] == [[0], [1], [2, 3]]
+    plan = np.array([0, 2, 4, 6 + 0, 6 + 3])
+    every = np.arange(len(both.weight))
+    better = neighbourhoods.improve(both, plan, lambda _v: every, Deadline(60))
+    assert sorted(better.tolist()) == [1, 3, 5, 6 + 1, 6 + 4]
+    assert both.holds(better) and both.value(better) == pytest.approx(3.3 + 2.4)
+
+
+def test_a_pass_over_groups_stops_after_group_stall_that_gain_nothing(monkeypatch):
+    """Regions whose one job has its best cluster already, each over both its keys
+    and so nearly full: after GROUP_STALL of them gain nothing, no more are tried."""
+    regions = neighbourhoods.GROUP_STALL + 3
+    usage = sp.block_diag([sp.csc_matrix([[8.0], [8.0]])] * regions).tocsc()
+    program = ProgramArrays(
+        np.ones(regions), np.arange(regions), np.ones(regions), usage, np.full(2 * regions, 8.0)
+    )
+    assert len(program.key_groups) == regions
     tried: list[list[int]] = []
     real = neighbourhoods._replan
 
@@ -79,8 +106,11 @@ def test_an_exchange_across_a_region_s_keys_that_no_key_alone_finds(monkeypatch)
         return real(program, plan, keys, columns, deadline)
 
     monkeypatch.setattr(neighbourhoods, "_replan", spy)
-    neighbourhoods.improve(PROGRAM, np.array([0, 2, 4]), every_column, Deadline(60))
-    assert tried and all(len(keys) == 1 for keys in tried)
+    every = np.arange(regions)
+    same = neighbourhoods.improve(program, every, lambda _v: every, Deadline(60))
+    assert sorted(same.tolist()) == every.tolist()
+    assert sum(len(keys) > 1 for keys in tried) == neighbourhoods.GROUP_STALL
+    assert sum(len(keys) == 1 for keys in tried) == min(2 * regions, neighbourhoods.STALL)
 
 
 def test_key_groups_leave_out_a_key_every_column_uses():

@@ -5,9 +5,10 @@ classes the plan places on that key are planned again over every column that can
 still beat the plan, within what the other picks leave of every shared limit; a
 plan worth more replaces the one in hand. Passes go on until one gains nothing or
 the step's deadline passes; a pass stops early after STALL neighbourhoods in a
-row that gain nothing. Where no single key's neighbourhood gains, the same over
+row that gain nothing. Once the single keys' gain nothing more, the same over
 groups of linked keys (``ProgramArrays.key_groups``: a cloud region's quotas),
-each with a key nearly full: the classes on any key of the group.
+each with a key nearly full: the classes on any key of the group (a pass of them
+stops after GROUP_STALL in a row that gain nothing).
 
 Why: the plan the first search finds over the generated columns is often an
 exchange of two or three jobs short of the optimum (three clouds, 100 jobs: one
@@ -18,9 +19,12 @@ region's keys: a job that leaves the region's vCPU key for its GPU key frees roo
 for another that needs the vCPUs, and neither key's own neighbourhood frees both
 (the saved 100-job `--heavy` program, HiGHS seeds 3-4: no single key gained, the
 region's neighbourhood found the optimum, 161.3304 -> 161.3653, and the whole
-solve went 13.9 -> 10.1 s and 21.3 -> 12.6 s of CPU; at 1,000 jobs, where they
-gained nothing, they took 1.2-1.5 s, so they run only where the single keys gained
-nothing). Each neighbourhood is a
+solve went 13.9 -> 10.1 s and 21.3 -> 12.6 s of CPU). They run whether or not
+the single keys gained first: on seed 6 the keys took 161.3289 to 161.3300 and
+the fourth region's neighbourhood then found 161.3649; where they ran only after
+keys that gained nothing, the face kept 2,020 columns and the proof took 11.9 s
+(over seeds 1-6 the whole solve: 69.1 -> 58.8 s of CPU, the slowest 21.6 ->
+12.3 s). Each neighbourhood is a
 small integer program whose rows the program's constraint objects build; it goes
 to HiGHS directly, as the relaxation's does, without cvxpy's compile per solve."""
 
@@ -37,7 +41,7 @@ from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.fleet._model import PerClass, SharedLimits
 from deepvm.planner.offers import FloatArray
 
-__all__ = ["FULL", "GAIN", "STALL", "improve"]
+__all__ = ["FULL", "GAIN", "GROUP_STALL", "STALL", "improve"]
 
 # A key is worth a neighbourhood where the plan leaves less than this share of it.
 FULL = 0.5
@@ -45,6 +49,11 @@ FULL = 0.5
 # early, on the tightest keys (100 jobs: in the first four), and at 1,000 jobs a
 # pass over every nearly full key took 3.3 s (91 small programs) for no gain.
 STALL = 30
+# A pass over groups of keys stops after this many in a row gain nothing: a region's
+# neighbourhood is several keys' classes at once, the gains came in the first five
+# (the saved 100-job `--heavy` program, seeds 1-6), and at 1,000 jobs, where they
+# gained nothing, 30 of them took 1.2-1.5 s (8: the neighbourhoods 2.0 -> 1.8 s).
+GROUP_STALL = 8
 # Gains smaller than this (relative to the plan's value) are float noise, not a
 # better plan: at 1,000 jobs, gains of 1e-8 on a value of 768 started pass on pass.
 GAIN = 1e-9
@@ -60,14 +69,13 @@ def improve(
     the module docstring) until none gains or ``deadline`` passes. ``competitive``:
     the columns that can be in a plan worth at least a value (the relaxation's
     reduced costs). Always a feasible plan, worth at least ``plan``."""
-    plan, gained = _passes(program, np.asarray(plan, dtype=np.int64), competitive, deadline, _keys)
-    if gained:
-        return plan
-    while not deadline.passed():  # none of the keys' own gained: their groups'
-        plan, gained = _passes(program, plan, competitive, deadline, _key_groups)
+    plan = np.asarray(plan, dtype=np.int64)
+    plan, _ = _passes(program, plan, competitive, deadline, _keys, STALL)
+    while not deadline.passed():  # the keys' own gain no more: their groups'
+        plan, gained = _passes(program, plan, competitive, deadline, _key_groups, GROUP_STALL)
         if not gained:
             break
-        plan, _ = _passes(program, plan, competitive, deadline, _keys)
+        plan, _ = _passes(program, plan, competitive, deadline, _keys, STALL)
     return plan
 
 
@@ -92,9 +100,11 @@ def _passes(
     competitive: Callable[[float], np.ndarray],
     deadline: Deadline,
     neighbourhoods: Callable[[ProgramArrays, FloatArray], list[np.ndarray]],
+    stall: int,
 ) -> tuple[np.ndarray, bool]:
     """Passes over ``neighbourhoods`` (sets of keys, for the plan's share of each key
-    left free) until one gains nothing: the plan, and whether any gained."""
+    left free) until one gains nothing, each stopped after ``stall`` in a row that
+    gain nothing: the plan, and whether any gained."""
     capacity = program.capacity
     gained, any_gained = True, False
     while gained and not deadline.passed():
@@ -104,7 +114,7 @@ def _passes(
         slack = np.where(capacity > 0, (capacity - used) / np.maximum(capacity, 1e-12), np.inf)
         fruitless = 0
         for keys in neighbourhoods(program, slack):
-            if fruitless >= STALL or deadline.passed():
+            if fruitless >= stall or deadline.passed():
                 break
             better = _replan(program, plan, keys, columns, deadline)
             fruitless = 0 if better is not None else fruitless + 1
