@@ -205,6 +205,82 @@ def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
     ]
 
 
+def test_the_first_search_starts_highs_from_the_known_plan_the_others_cut_off(monkeypatch):
+    """The first value search gives HiGHS the known plan as its MIP start (its sub-MIP
+    heuristics search around it), without a cutoff; the value's proof and the cost
+    stage get the plan in hand as a cutoff and no start (HiGHS 1.16, given both,
+    once called a start optimal that was not). The start is a plan: whole jobs, each
+    column within its class's count, every limit kept."""
+    from deepvm.planner.fleet import _model as fleet_model
+
+    asked: list[tuple[bool, bool, bool]] = []
+    starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    real = fleet_model.solve_integer
+
+    def spy(objective, maximise, constraints, columns, upper, **kwargs):  # type: ignore[no-untyped-def]
+        start, cutoff = kwargs.get("start"), kwargs.get("cutoff")
+        asked.append((maximise, start is not None, cutoff is not None))
+        if start is not None:
+            starts.append((np.asarray(start), np.asarray(columns), np.asarray(upper)))
+        return real(objective, maximise, constraints, columns, upper, **kwargs)
+
+    monkeypatch.setattr(fleet_model, "solve_integer", spy)
+    result = solve_three_searches()
+    assert result.status == result.cost_status == "optimal"
+    assert asked == [(True, True, False), (True, False, True), (False, False, True)]
+    ((start, columns, upper),) = starts
+    assert start.sum() >= 1 and (start == np.round(start)).all()
+    assert (start >= 0).all() and (start <= upper).all()
+    rng = np.random.default_rng(0)  # solve_three_searches's program, for its limits
+    usage = rng.integers(1, 9, size=(3, 8 * 24)).astype(float) * 4
+    assert (usage[:, columns] @ start <= np.array([40.0, 36.0, 44.0])).all()
+
+
+def test_a_first_search_that_returns_its_start_unimproved_proves_nothing(monkeypatch):
+    """HiGHS, given a MIP start, may call it optimal where it is not (1.16 did, with
+    presolve, in the cost stage): a first search that returns its start unimproved
+    gives no bound, so the value's proof still runs where every column is the first
+    search's (two columns a class: the relaxation generates them all). Here HiGHS's
+    first search is replaced by one that returns its start as optimal, bound and
+    all, and the neighbourhoods are left out: the proof alone makes the plan the
+    best; the best value is HiGHS's over every column (scipy's milp)."""
+    import dataclasses
+
+    from deepvm.planner.fleet import _model as fleet_model
+
+    monkeypatch.setattr(fleet_program.neighbourhoods, "improve", lambda _a, plan, _c, _d: plan)
+    real = fleet_model.solve_integer
+    handed: list[float] = []  # the value of each first search's start
+
+    def start_called_optimal(objective, maximise, constraints, columns, upper, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(objective, maximise, constraints, columns, upper, **kwargs)
+        start = kwargs.get("start")
+        if kwargs.get("relative_gap") == fleet_program.FIRST_SEARCH_GAP and start is not None:
+            value = float(objective[columns] @ start)
+            handed.append(value)
+            return dataclasses.replace(out, status="optimal", values=np.asarray(start), bound=value)
+        return out
+
+    monkeypatch.setattr(fleet_model, "solve_integer", start_called_optimal)
+    classes, per = 20, 2
+    owner = np.repeat(np.arange(classes), per)
+    count = np.full(classes, 2.0)
+    capacity = np.array([100.0, 90.0, 110.0])
+    short = 0  # programs whose start was not the best
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
+        weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
+        cost = rng.uniform(0.1, 1.0, classes * per)
+        handed.clear()
+        result = fleet_program.solve(weight, cost, owner, usage, capacity, 60, count=count)
+        best, _ = lexicographic_milp(weight, cost, owner, usage, capacity, None, count)
+        assert result.status == "optimal"
+        assert result.objective == pytest.approx(best, rel=1e-9)
+        short += bool(handed) and handed[0] < best - 1e-9
+    assert short >= 1  # else no start here was short of the best
+
+
 def test_a_stopped_first_search_leaves_the_heuristics_to_the_proof(monkeypatch):
     """Where the first search was stopped (its plan weaker), the value's proof keeps
     HiGHS's sub-MIP heuristics: they still find better plans (the distinct mix)."""
