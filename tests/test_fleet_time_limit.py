@@ -316,9 +316,6 @@ def test_a_stopped_proof_bounds_the_plan_by_what_it_proved(monkeypatch):
     seconds."""
     from deepvm.planner.fleet import _relaxation
 
-    # The first search over the relaxation's columns alone, so that the face reaches
-    # past them and the proof runs on this program.
-    monkeypatch.setattr(fleet_program, "FIRST_SEARCH_NEAREST", 0)
     args = (*random_program(), 60)
     best = fleet_program.solve(*args)
     assert best.status == "optimal"

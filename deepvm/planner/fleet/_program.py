@@ -26,8 +26,7 @@ How it is solved (measured in benchmarks/fleet.py; see the issue 36 note):
    so the plain relaxation is weak). Its value z and reduced costs r bound any
    plan holding column k by z + r_k: columns that cannot be in a plan worth the
    best known one are left out of the integer program.
-3. The integer program over the generated columns and each class's few of reduced
-   cost nearest zero (FIRST_SEARCH_NEAREST; a strong plan, quickly: to
+3. The integer program over the generated columns (a strong plan, quickly: to
    FIRST_SEARCH_GAP, HiGHS started from the plan in hand), that plan improved a
    few classes at a time (``_neighbourhoods``), the columns that can be in a plan
    as good narrowed by HiGHS's root cuts (``_face``), then the integer program
@@ -56,7 +55,7 @@ from deepvm.planner._highs import INFEASIBLE, LIMIT_WITH_INCUMBENT, OPTIMAL, Dea
 from deepvm.planner.fleet import _face, _knapsack, _relaxation
 from deepvm.planner.fleet import _model as fleet_model
 from deepvm.planner.fleet import _neighbourhoods as neighbourhoods
-from deepvm.planner.fleet._arrays import ProgramArrays, best_per_class
+from deepvm.planner.fleet._arrays import ProgramArrays
 from deepvm.planner.fleet._rounding import Rounding, greedy_plan, rounded_plan
 from deepvm.planner.offers import FloatArray
 
@@ -90,17 +89,6 @@ FIRST_SEARCH_SHARE = 0.7
 # there, alike (seeds 0-3: plans 128.085-128.183 before, 128.091-128.159 after). At
 # 1e-4, 1,000 jobs were slower on some seeds (13.8-21.3 s).
 FIRST_SEARCH_GAP = 2e-5
-# The first search's columns: those the relaxation generated, and each class's this
-# many of reduced cost nearest zero. Column generation adds a column only where it prices
-# out, so an equal-value twin in another region (reduced cost 0) or a column just
-# under zero stays out, and the best plan may need one: on the saved three-cloud
-# 100-job program, 3 of the optimum's 93 columns were not generated, ranked 2nd,
-# 5th and 9th of their classes by reduced cost. With them the first search finds
-# 153.268-153.270 where it found 153.208-153.210 (best 153.2703). Side by side,
-# whole solve, HiGHS seeds 15-40: 243.0 -> 223.5 s of CPU with 5 (better on 17 of
-# 26), 233.8 s with 10, 58.3 against 52.5 s with 20 on seeds 15-20; 1,000 jobs,
-# seeds 1-3, 39.8 -> 36.6 s; `--heavy`, seeds 1-3, 25.8 -> 26.0 s.
-FIRST_SEARCH_NEAREST = 5
 # Under a team budget that binds, the searches branch on "how many of a class's jobs
 # take a cluster worth at least v" too (fleet_model.ValueLadders), for this many
 # values v per class at most, evenly spread. Saved three-cloud programs of 10-30 jobs
@@ -219,10 +207,8 @@ def solve(
     # a share of the time: measured (benchmarks/fleet.py --mix distinct) it can
     # otherwise take the whole limit and leave the next step without a plan's help.
     first = dataclasses.replace(program, deadline=deadline.share(FIRST_SEARCH_SHARE))
-    nearest = best_per_class(lp.reduced, arrays.owner, np.arange(size), FIRST_SEARCH_NEAREST)
-    searched_columns = np.union1d(lp.generated, nearest)
     status, found, first_bound = first.solve(  # its columns only
-        searched_columns, maximise=True, start=plan, relative_gap=FIRST_SEARCH_GAP, warm=True
+        lp.generated, maximise=True, start=plan, relative_gap=FIRST_SEARCH_GAP, warm=True
     )
     stages["first search"] = time.perf_counter() - began  # within "value", as are the next steps
     if found is not None:
@@ -264,8 +250,8 @@ def solve(
     # Unless that search proved the plan best of its columns (to the tie tolerance: it
     # stops at FIRST_SEARCH_GAP, the neighbourhoods may have closed the rest) and no
     # column outside can beat it:
-    best_of_searched = searched and arrays.value(plan) >= _floor(first_bound)
-    if not best_of_searched or not np.isin(face.columns, searched_columns).all():
+    best_of_generated = searched and arrays.value(plan) >= _floor(first_bound)
+    if not best_of_generated or not np.isin(face.columns, lp.generated).all():
         # From a plan the first search proved near the best of its columns, without
         # HiGHS's sub-MIP heuristics (see solve); where that search was stopped, its plan is
         # weaker and they still find better ones (the distinct mix, 1,000 jobs: the
