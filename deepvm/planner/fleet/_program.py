@@ -409,7 +409,8 @@ class _Program:
         # seeds 1-12, 140.8 -> 121.3 s of CPU in all, three first searches 2.7-3.6 s
         # faster; seeds 13-20, run after the choice, 78.1 -> 77.3 s; `--heavy`, seeds
         # 13-16, 46.0 -> 44.1 s; 1,000 jobs, the distinct mix and 20-30 jobs under
-        # team budgets within noise). A small gain; the worst seed 0.9 s slower.
+        # team budgets within noise; at HiGHS's default seed, 100 jobs 7.4 -> 7.3 s,
+        # the others alike). A small gain; the worst seed 0.9 s slower.
         # The other searches keep the cutoff: see the note on ``start=`` below.
         given = None
         if warm and start is not None:
@@ -459,8 +460,10 @@ class _Program:
                 ladders=self.ladders,
             )
             if out.status == INFEASIBLE and start is not None:
-                # none as good as the known plan: it is the best
-                return OPTIMAL, start, self.arrays.value(start) if maximise else math.nan
+                # none as good as the known plan: it is the best (where it was a cutoff;
+                # a MIP start's program has the plan, so there it proves nothing)
+                proven = given is None and maximise
+                return OPTIMAL, start, self.arrays.value(start) if proven else math.nan
             self.timing["cvxpy"] = self.timing.get("cvxpy", 0.0) + out.compile_s
             if out.status not in (OPTIMAL, LIMIT_WITH_INCUMBENT) or not len(out.values):
                 return out.status, None, out.bound
