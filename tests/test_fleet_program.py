@@ -173,16 +173,22 @@ def test_the_cost_stage_finds_the_cheapest_plan_of_the_best_value():
     assert float(case["cost"][result.picked].sum()) == pytest.approx(0.4875)
 
 
-def solve_three_searches():  # type: ignore[no-untyped-def]
+def three_searches_program():  # type: ignore[no-untyped-def]
     """A program on which all three searches run (more columns per class than the
-    relaxation generates, so the value's proof follows the first search), solved."""
+    relaxation generates, so the value's proof follows the first search): solve's
+    arguments."""
     rng = np.random.default_rng(0)
     classes, per = 8, 24
     usage = sp.csr_matrix(rng.integers(1, 9, size=(3, classes * per)).astype(float) * 4)
     weight = np.round(rng.uniform(0.5, 1.0, classes * per), 2)
     cost = rng.uniform(0.1, 1.0, classes * per)
-    return solve(weight, cost, np.repeat(np.arange(classes), per), usage,
-                 np.array([40.0, 36.0, 44.0]), None, 60, count=np.full(classes, 2.0))  # fmt: skip
+    return (weight, cost, np.repeat(np.arange(classes), per), usage,
+            np.array([40.0, 36.0, 44.0]), None, 60, np.full(classes, 2.0))  # fmt: skip
+
+
+def solve_three_searches():  # type: ignore[no-untyped-def]
+    """three_searches_program, solved."""
+    return solve(*three_searches_program())
 
 
 def test_only_the_first_search_runs_highs_sub_mip_heuristics(monkeypatch):
@@ -240,9 +246,8 @@ def test_the_first_search_starts_highs_from_the_known_plan_the_others_cut_off(mo
     ((start, columns, upper),) = starts
     assert start.sum() >= 1 and (start == np.round(start)).all()
     assert (start >= 0).all() and (start <= upper).all()
-    rng = np.random.default_rng(0)  # solve_three_searches's program, for its limits
-    usage = rng.integers(1, 9, size=(3, 8 * 24)).astype(float) * 4
-    assert (usage[:, columns] @ start <= np.array([40.0, 36.0, 44.0])).all()
+    _weight, _cost, _owner, usage, capacity, *_ = three_searches_program()
+    assert (usage[:, columns] @ start <= capacity).all()
 
 
 def test_a_first_search_that_returns_its_start_unimproved_proves_nothing(monkeypatch):
