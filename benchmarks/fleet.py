@@ -14,8 +14,10 @@ Each size runs in a fresh process, which first pays what a process pays once
 side pays it for the other), then reports its CPU seconds (the whole plan, its
 steps — each job alone and its options, pruning across the fleet, the program's
 classes and solve, then the tie-break, checks and each job's plan — and the
-program's stages), its peak resident memory, the plan's status, value and
-proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
+program's stages, which the solver times in wall seconds), the whole plan's and
+the baseline's wall seconds too (HiGHS runs a worker per core, up to two here, so
+the plan's CPU can exceed its wall time), its peak resident memory, the plan's
+status, value and proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
 program (the arrays the fleet's solver is given) and ``--replay FILE`` re-solves
 one alone, without building the options; ``--seeds 1-6`` with it re-solves it once
 per HiGHS random seed (its time on one program varies 2-3x with the seed), each
@@ -276,19 +278,19 @@ def one_size(
         with contextlib.suppress(DeepvmError):
             inputs.offers(workload)
     once_cpu = time.process_time() - began
-    began = time.process_time()
+    began, began_wall = time.process_time(), time.perf_counter()
     marks.append((STEPS["each job alone"], began))
     plan = plan_fleet(fleet_jobs, inputs, team_budget=team_budget, progress=progress)
     ended = time.process_time()
-    fleet_cpu = ended - began
+    fleet_cpu, fleet_wall = ended - began, time.perf_counter() - began_wall
     steps: dict[str, float] = {}
     for (step, start), (_, end) in zip(marks, [*marks[1:], ("", ended)], strict=True):
         steps[step] = steps.get(step, 0.0) + end - start
-    began = time.process_time()
+    began, began_wall = time.process_time(), time.perf_counter()
     for job in fleet_jobs:  # the baseline: each job planned alone
         with contextlib.suppress(DeepvmError):  # an infeasible job counts too
             recommend(job.budget, job.spec, inputs=inputs, top=1, policies=("deepvm",))
-    alone_cpu = time.process_time() - began
+    alone_cpu, alone_wall = time.process_time() - began, time.perf_counter() - began_wall
     return {
         "jobs": size,
         "status": plan.status,
@@ -300,10 +302,12 @@ def one_size(
         "variables": plan.variables,
         "rows": plan.constraints,
         "fleet_cpu_s": fleet_cpu,
+        "fleet_wall_s": fleet_wall,
         "solve_s": plan.solve_s,
         "stages_s": stages,
         "steps_s": steps,
         "alone_cpu_s": alone_cpu,
+        "alone_wall_s": alone_wall,
         "once_cpu_s": once_cpu,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -376,9 +380,10 @@ def main() -> None:
             f"value {r['value']:.4f} "
             f"(bound {r['bound']:.4f}, gap {gap:.1e}); {r['columns']} columns, "
             f"{r['variables']} after filtering, {r['rows']} rows\n"
-            f"    fleet plan {r['fleet_cpu_s']:.2f} s CPU ({steps}; program {stages}); "
-            "each job alone "
-            f"{r['alone_cpu_s']:.2f} s CPU -> {r['fleet_cpu_s'] / r['alone_cpu_s']:.2f}x; "
+            f"    fleet plan {r['fleet_cpu_s']:.2f} s CPU, {r['fleet_wall_s']:.2f} s wall "
+            f"({steps}; program {stages}); each job alone {r['alone_cpu_s']:.2f} s CPU, "
+            f"{r['alone_wall_s']:.2f} s wall -> {r['fleet_cpu_s'] / r['alone_cpu_s']:.2f}x "
+            "(CPU); "
             f"before either, once per process (imports, offers) {r['once_cpu_s']:.2f} s; "
             f"peak memory {r['peak_rss_mib']:.0f} MiB"
         )
