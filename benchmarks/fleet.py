@@ -15,16 +15,16 @@ side pays it for the other), then reports its CPU seconds (the whole plan, its
 steps — each job alone and its options, pruning across the fleet, the program's
 classes and solve, then the tie-break, checks and each job's plan — and the
 program's stages, which the solver times in wall seconds), the whole plan's and
-the baseline's wall seconds too (HiGHS runs a worker per core, up to two here, so
-the plan's CPU can exceed its wall time), its peak resident memory, the plan's
-status, value and proven bound, and the program's size. ``--save-programs DIR`` keeps each size's
-program (the arrays the fleet's solver is given) and ``--replay FILE`` re-solves
-one alone, without building the options; ``--seeds 1-6`` with it re-solves it once
-per HiGHS random seed (its time on one program varies 2-3x with the seed), each
-in a fresh process, and gives the CPU seconds' median, mean and range. Targets
-(issue 36): 100 jobs, the whole plan proven optimal with its tie-break, in under
-5 s of CPU and within 2x of planning each job alone; 1,000 jobs in under 30 s of
-CPU and under 2 GiB.
+the baseline's wall seconds too (HiGHS runs a worker per core, up to two here,
+so the plan's CPU can exceed its wall time), its peak resident memory, the
+plan's status, value and proven bound, and the program's size.
+``--save-programs DIR`` keeps each size's program (the arrays the fleet's solver
+is given) and ``--replay FILE`` re-solves one alone, without building the
+options; ``--seeds 1-6`` with it re-solves it once per HiGHS random seed (its
+time on one program varies 2-3x with the seed), each in a fresh process, and
+gives the CPU seconds' median, mean and range. Targets (issue 36): 100 jobs, the
+whole plan proven optimal with its tie-break, in under 5 s of CPU and within 2x
+of planning each job alone; 1,000 jobs in under 30 s of CPU and under 2 GiB.
 """
 
 from __future__ import annotations

@@ -404,14 +404,10 @@ class _Program:
         columns = np.unique(np.concatenate([columns, start if start is not None else []]))
         columns = columns.astype(np.int64)
         # The first search gets the known plan as HiGHS's MIP start: its sub-MIP
-        # heuristics (RINS) search around it and find the plans near the best sooner
-        # on some seeds (the saved three-cloud 100-job program, side by side: HiGHS
-        # seeds 1-12, 140.8 -> 121.3 s of CPU in all, three first searches 2.7-3.6 s
-        # faster; seeds 13-20, run after the choice, 78.1 -> 77.3 s; `--heavy`, seeds
-        # 13-16, 46.0 -> 44.1 s; 1,000 jobs, the distinct mix and 20-30 jobs under
-        # team budgets within noise; at HiGHS's default seed, 100 jobs 7.4 -> 7.3 s,
-        # the others alike). A small gain; the worst seed 0.9 s slower.
-        # The other searches keep the cutoff: see the note on ``start=`` below.
+        # heuristics (RINS) search around it and reach plans near the best sooner on
+        # some seeds (measured in docs/ARCHITECTURE.md, "For the fleet": 9 % over 20
+        # seeds of the saved 100-job program, within noise elsewhere). The other
+        # searches keep the cutoff: see the note on ``start=`` below.
         given = None
         if warm and start is not None:
             given = np.bincount(np.searchsorted(columns, start), minlength=len(columns))
