@@ -557,8 +557,10 @@ def test_value_ladders_count_each_class_s_jobs_above_each_of_its_values():
 def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monkeypatch):
     """Where a team budget binds (and the quotas too, so the integer programs run),
     every search gets value ladders to branch on (fleet_model.ValueLadders), the
-    cost stage too, and no neighbourhoods run; without a budget, no search gets
-    ladders and the neighbourhoods run. The plans are milp's."""
+    cost stage too, no neighbourhoods run and the face takes no rounds past
+    _face.ROUNDS; without a budget, no search gets ladders, the neighbourhoods run
+    and the face narrows while it is wide. The plans are milp's."""
+    from deepvm.planner.fleet import _face
     from deepvm.planner.fleet import _model as fleet_model
 
     asked: list[tuple[bool, bool]] = []
@@ -577,7 +579,16 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
         return real_improve(*args, **kwargs)
 
     monkeypatch.setattr(fleet_program.neighbourhoods, "improve", improve)
+    while_wide: list[bool] = []  # per face, whether it may narrow past _face.ROUNDS
+    real_narrowed = _face.narrowed
+
+    def narrowed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        while_wide.append(kwargs["while_wide"])
+        return real_narrowed(*args, **kwargs)
+
+    monkeypatch.setattr(_face, "narrowed", narrowed)
     laddered = neighboured = 0
+    faces = {True: 0, False: 0}
     for seed in (0, 2, 4, 6):
         weight, cost, owner, usage, capacity, _, count = regional_program(seed, True)
         order = np.lexsort((cost, -weight, owner))
@@ -585,7 +596,10 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
         for budget in (0.5 * float(cost[most] @ count), None):
             asked.clear()
             improved.clear()
+            while_wide.clear()
             result = solve(weight, cost, owner, usage, capacity, budget, 60, count=count)
+            assert while_wide == [budget is None] * len(while_wide), seed
+            faces[budget is None] += len(while_wide)
             best, least = lexicographic_milp(weight, cost, owner, usage, capacity, budget, count)
             assert result.status == result.cost_status == "optimal", seed
             assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
@@ -600,6 +614,7 @@ def test_under_a_binding_budget_the_value_searches_branch_on_value_ladders(monke
                 laddered += any(ladders for _, ladders in asked)
     assert laddered >= 2  # the integer programs ran under a budget, with ladders
     assert neighboured >= 2  # and without one, after the neighbourhoods
+    assert faces[True] >= 2 and faces[False] >= 2  # faces narrowed under both
 
 
 def test_a_neighbourhood_that_frees_every_job_is_left_to_the_proof(monkeypatch):
@@ -697,3 +712,37 @@ def test_an_integer_program_with_value_ladders_keeps_its_optimum_and_its_columns
         assert out.status == "optimal" and len(out.values) == len(columns)
         answers.append(float(weight @ np.round(out.values)))
     assert answers[0] == pytest.approx(answers[1], rel=1e-9)
+
+
+def test_a_face_still_wide_after_its_rounds_gets_one_more(monkeypatch):
+    """After _face.ROUNDS rounds of root cuts and narrowing, the face takes another
+    (up to _face.MAX_ROUNDS) where the bound with its cuts is still more than
+    _face.WIDE above the floor: on these regional programs, a third round where the
+    threshold allows it and none where it does not (a threshold no bound reaches).
+    The plans are milp's either way."""
+    from deepvm.planner import _highs as highs
+    from deepvm.planner.fleet import _face
+
+    rounds: list[int] = []  # columns HiGHS's root was given, per round
+    real = highs.root_cuts
+
+    def root_cuts(objective, *args, **kwargs):  # type: ignore[no-untyped-def]
+        rounds.append(len(objective))
+        return real(objective, *args, **kwargs)
+
+    monkeypatch.setattr(highs, "root_cuts", root_cuts)
+    wide_enough = _face.WIDE
+    for seed in (9, 13, 19):  # regional programs whose face is still wide after two
+        weight, cost, owner, usage, capacity, budget, count = regional_program(seed)
+        assert budget is None
+        best, least = lexicographic_milp(weight, cost, owner, usage, capacity, None, count)
+        for wide, taken in ((wide_enough, _face.ROUNDS + 1), (1e9, _face.ROUNDS)):
+            monkeypatch.setattr(_face, "WIDE", wide)
+            rounds.clear()
+            result = solve(weight, cost, owner, usage, capacity, None, 60, count=count)
+            assert len(rounds) == taken, (seed, wide, rounds)
+            assert rounds == sorted(rounds, reverse=True)  # each round over fewer columns
+            assert result.status == result.cost_status == "optimal", seed
+            assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
+            assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
+    assert _face.ROUNDS < _face.MAX_ROUNDS
