@@ -10,10 +10,11 @@ floor, but z (with our MIR cuts) is still well above the best value (three cloud
 relaxation is weak (there: 6,768 columns, its LP 2.7 % under the least cost,
 5.5-8.5 s to prove it over HiGHS seeds). HiGHS's root (``highs.root_cuts``, without
 a cutoff) finds cuts that bring the value's bound to within a few thousandths of
-the best value. With them as rows the same reduced-cost argument leaves a sixth
-of the columns (6,819 -> 1,077 -> 1,059 in two rounds; 1,000 jobs: 57,504 ->
-4,927 -> 4,330), and the cuts, valid for every plan, are rows of the proof and
-the cost stage too.
+the best value. With them as rows the same reduced-cost argument leaves a few
+of the columns (HiGHS's default seed: 6,819 -> 1,067 -> 468 in two rounds;
+1,000 jobs: 57,504 -> 4,897 -> 4,529; a third round where the bound is still
+wide, below), and the cuts, valid for every plan, are rows of the proof and the
+cost stage too.
 
 Valid because HiGHS runs without presolve (its cuts are over these columns), without
 symmetry handling (which would keep one of a set of plans equal in value but not in
