@@ -45,8 +45,8 @@ from deepvm.planner.offers import FloatArray
 # rounds the bound was 4e-6 to 1.7e-4 above the plan, and the four seeds over 5e-5
 # kept 728-1,174 columns (the others 320-581); a third round left 302-670, and those
 # four runs took 11 % less CPU (side by side, twice each: 87.8 -> 78.1 s in all).
-# A fourth round (seed 8) and more rounds whatever the bound (docs/ARCHITECTURE.md)
-# cost more than they gained.
+# A fourth round, and more rounds whatever the bound, cost more than they gained
+# (docs/ARCHITECTURE.md, "For the fleet").
 ROUNDS = 2
 MAX_ROUNDS = 3
 WIDE = 5e-5
