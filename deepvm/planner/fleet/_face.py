@@ -40,13 +40,9 @@ from deepvm.planner.offers import FloatArray
 # Rounds of (HiGHS's root cuts, then the reduced-cost filter); each round starts
 # from the columns the last one kept, with every cut found so far. After ROUNDS,
 # another (up to MAX_ROUNDS) while the bound with the cuts is still more than WIDE
-# (relative) above the floor: that face is wide, and the proof and the cost stage
-# over it slow. The saved three-cloud 100-job program, HiGHS seeds 0-12: after two
-# rounds the bound was 4e-6 to 1.7e-4 above the plan, and the four seeds over 5e-5
-# kept 728-1,174 columns (the others 320-581); a third round left 302-670, and those
-# four runs took 11 % less CPU (side by side, twice each: 87.8 -> 78.1 s in all).
-# A fourth round, and more rounds whatever the bound, cost more than they gained
-# (docs/ARCHITECTURE.md, "For the fleet").
+# (relative) above the floor: such a face keeps two to three times the columns,
+# and the proof and the cost stage over it are the slowest; the round pays there
+# and nowhere else (measured in docs/ARCHITECTURE.md, "For the fleet", step 5).
 ROUNDS = 2
 MAX_ROUNDS = 3
 WIDE = 5e-5
