@@ -746,3 +746,55 @@ def test_a_face_still_wide_after_its_rounds_gets_one_more(monkeypatch):
             assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
             assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
     assert _face.ROUNDS < _face.MAX_ROUNDS
+
+
+def test_the_proof_searches_with_sub_mips_where_the_face_is_still_far(monkeypatch):
+    """The face records its floor and the bound its last round proved (a bound on
+    every plan, so at least the optimum); the value's proof runs with HiGHS's sub-MIP
+    heuristics where that bound is more than fleet_program.FAR (relative) above the
+    floor (the plan in hand is likely short of the best), else without them: on
+    these regional programs (two far, one not, by the shipped threshold), as the
+    threshold says, and every proof with it at 0 and none with it out of reach. The
+    plans are milp's either way."""
+    from deepvm.planner.fleet import _face
+
+    faces: list[_face.Face] = []
+    real_narrowed = _face.narrowed
+
+    def narrowed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        faces.append(real_narrowed(*args, **kwargs))
+        return faces[-1]
+
+    monkeypatch.setattr(_face, "narrowed", narrowed)
+    proofs: list[bool] = []  # per value proof, whether it ran with sub-MIPs
+    real_solve = fleet_program._Program.solve
+
+    def spy(self, columns, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs["maximise"] and not kwargs.get("warm"):
+            proofs.append(kwargs["heuristics"])
+        return real_solve(self, columns, **kwargs)
+
+    monkeypatch.setattr(fleet_program._Program, "solve", spy)
+    shipped = fleet_program.FAR
+    far_by_default = []
+    for seed in (13, 19, 21):  # programs whose proof runs (the first search's plan falls short)
+        weight, cost, owner, usage, capacity, budget, count = regional_program(seed)
+        assert budget is None
+        best, least = lexicographic_milp(weight, cost, owner, usage, capacity, None, count)
+        for far in (shipped, 0.0, 1e9):
+            monkeypatch.setattr(fleet_program, "FAR", far)
+            faces.clear()
+            proofs.clear()
+            result = solve(weight, cost, owner, usage, capacity, None, 60, count=count)
+            assert result.status == result.cost_status == "optimal", seed
+            assert float(weight[result.picked].sum()) == pytest.approx(best, rel=1e-9), seed
+            assert float(cost[result.picked].sum()) == pytest.approx(least, rel=1e-6), seed
+            assert len(faces) == 1 and len(proofs) == 1, seed
+            face = faces[0]
+            assert face.floor <= best <= face.bound + 1e-9 * best, seed
+            gap = (face.bound - face.floor) / max(abs(face.floor), 1.0)
+            assert gap > 1e-6, seed  # above its floor: a threshold of 0 calls it far
+            assert proofs == [gap > far], (seed, far, gap)
+            if far == shipped:
+                far_by_default.append(proofs[0])
+    assert sorted(far_by_default) == [False, True, True]  # the shipped threshold tells them apart

@@ -57,6 +57,8 @@ class Face:
     columns: np.ndarray
     cuts: Any
     rhs: FloatArray
+    floor: float = -np.inf  # the least value of the plans it holds
+    bound: float = np.inf  # on every plan over ``columns`` (its last round's)
 
 
 def unnarrowed(columns: np.ndarray, plan: np.ndarray) -> Face:
@@ -85,6 +87,7 @@ def narrowed(
     found = sp.csr_matrix((0, size))
     found_rhs = np.zeros(0)
     margin = 1e-6 * max(1.0, abs(floor))  # float noise in the duals, as the relaxation's
+    bound = np.inf
     for done in range(MAX_ROUNDS if while_wide else ROUNDS):
         if deadline.passed():
             break
@@ -119,7 +122,7 @@ def narrowed(
         columns = np.union1d(columns[keep], plan).astype(np.int64)
         if done + 1 >= ROUNDS and bound - floor <= WIDE * max(1.0, abs(floor)):
             break
-    return Face(columns, found, found_rhs)
+    return Face(columns, found, found_rhs, floor, bound)
 
 
 def _duals(
