@@ -107,16 +107,9 @@ NEIGHBOURHOOD_SHARE = 0.1
 # The share of the time left then that narrowing the columns (_face) may take.
 FACE_SHARE = 0.3
 # A face whose bound is still more than this (relative) above its plan after its
-# rounds: the plan is short of the best, so the proof searches with HiGHS's sub-MIP
-# heuristics too. Without a team budget that binds (its real-valued row leaves every
-# face wide: 1e-3 to 2e-2 on the saved 10- to 30-job programs under $25 and $60/h,
-# most of whose plans are the best). The saved programs (benchmarks/fleet.py
-# --replay): the shipped mix's faces end 1e-6 to 6e-5 above (100 jobs, HiGHS seeds
-# 0-12; `--heavy`: 2e-5), so they are unchanged; the distinct mix's 9e-4 to 1.3e-3
-# (100 jobs, seeds 0-3), where at the 30 s limit the plans went 128.124, 128.124,
-# 128.163, 128.123 -> 128.158, 128.167, 128.163, 128.163 (the best: 128.186; seeds
-# 5, 6 and 11, side by side: 128.125 -> 128.158, 128.124 -> 128.161, 128.174 ->
-# 128.160); its proof to the end at 400 s: 207-255 s of CPU before, 223 s after.
+# rounds: the plan is short of the best, so the proof searches with HiGHS's sub-MIPs
+# too; not under a team budget that binds, whose row leaves every face wide
+# (measured in docs/ARCHITECTURE.md, "For the fleet", step 6).
 FAR = 2e-4
 
 
@@ -267,13 +260,11 @@ def solve(
     # column outside can beat it:
     best_of_generated = searched and arrays.value(plan) >= _floor(first_bound)
     if not best_of_generated or not np.isin(face.columns, lp.generated).all():
-        # From a plan the first search proved near the best of its columns, without
-        # HiGHS's sub-MIP heuristics (see solve); where that search was stopped, or the
-        # face is still FAR above its plan, the plan is short of the best and they
-        # still find better ones (the distinct mix, 1,000 jobs: the gap at the limit
-        # 5e-4 with them, 1.4e-3 without).
-        gap = face.bound - face.floor  # inf where no round bounded it
-        far = row is None and math.isfinite(gap) and gap > FAR * max(abs(face.floor), 1.0)
+        # Without HiGHS's sub-MIP heuristics (see solve) from a plan the first search
+        # proved near the best of its columns; where that search was stopped or the
+        # face is still FAR above the plan, they still find better ones (the distinct
+        # mix, 1,000 jobs: the gap at the limit 5e-4 with them, 1.4e-3 without).
+        far = row is None and FAR * max(abs(face.floor), 1.0) < face.bound - face.floor < math.inf
         local = time.perf_counter()
         status, found, proven = program.with_face(face).solve(
             face.columns, maximise=True, start=plan, heuristics=not searched or far
