@@ -792,7 +792,7 @@ def test_the_proof_searches_with_sub_mips_where_the_face_is_still_far(monkeypatc
             assert len(faces) == 1 and len(proofs) == 1, seed
             face = faces[0]
             assert face.floor <= best <= face.bound + 1e-9 * best, seed
-            gap = (face.bound - face.floor) / max(abs(face.floor), 1.0)
+            gap = face.gap
             assert gap > 1e-6, seed  # above its floor: a threshold of 0 calls it far
             assert proofs == [gap > far], (seed, far, gap)
             if far == shipped:

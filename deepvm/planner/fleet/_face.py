@@ -60,6 +60,13 @@ class Face:
     floor: float = -np.inf  # the least value of the plans it holds
     bound: float = np.inf  # on every plan over ``columns`` (its last round's)
 
+    @property
+    def gap(self) -> float:
+        """How far the bound lies above the floor (relative; inf where no round bounded it)."""
+        if not np.isfinite(self.bound):
+            return np.inf
+        return (self.bound - self.floor) / max(abs(self.floor), 1.0)
+
 
 def unnarrowed(columns: np.ndarray, plan: np.ndarray) -> Face:
     """``columns`` (and the plan's) as they are, without cuts."""

@@ -264,7 +264,7 @@ def solve(
         # proved near the best of its columns; where that search was stopped or the
         # face is still FAR above the plan, they still find better ones (the distinct
         # mix, 1,000 jobs: the gap at the limit 5e-4 with them, 1.4e-3 without).
-        far = row is None and FAR * max(abs(face.floor), 1.0) < face.bound - face.floor < math.inf
+        far = row is None and FAR < face.gap < math.inf
         local = time.perf_counter()
         status, found, proven = program.with_face(face).solve(
             face.columns, maximise=True, start=plan, heuristics=not searched or far
